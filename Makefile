@@ -1,0 +1,58 @@
+# usmc: Shared Memory Communications in user space.
+#
+#   make            build/libusmc.so and build/usmc
+#   make asan       build/asan/ (ASan+UBSan library and tests)
+#   make tsan       build/tsan/ (TSan library and tests)
+#   make test       everything, then the whole test suite
+
+CC      ?= cc
+O       ?= build
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
+           -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
+BASE    := -std=gnu11 -D_GNU_SOURCE -pthread -fPIC $(WARN)
+LIBFLAGS := -fvisibility=hidden
+
+COMMON_SRC := src/util.c src/options.c src/log.c src/ifd.c src/rundir.c src/stats.c \
+              src/registry.c src/clc.c
+LIB_SRC := $(COMMON_SRC) src/interpose.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c \
+           src/lgr.c src/dev_loopback.c src/tx.c src/rx.c src/close.c src/wait.c \
+           src/poll.c src/epoll.c
+CLI_SRC := $(COMMON_SRC) cli/usmc.c cli/run.c cli/stat.c cli/dev.c cli/bench.c
+HDRS    := $(wildcard src/*.h cli/*.h)
+
+LIB_OBJ := $(patsubst src/%.c,$(O)/obj/lib/%.o,$(LIB_SRC))
+CLI_OBJ := $(patsubst %.c,$(O)/obj/cli/%.o,$(CLI_SRC))
+
+all: $(O)/libusmc.so $(O)/usmc
+
+$(O)/obj/lib/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(LIBFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(O)/obj/cli/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -Isrc $(CFLAGS) -c -o $@ $<
+
+$(O)/libusmc.so: $(LIB_OBJ) src/libusmc.map
+	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=src/libusmc.map -Wl,-z,defs \
+	    $(CFLAGS) $(LDFLAGS) -pthread -ldl
+
+$(O)/usmc: $(CLI_OBJ)
+	$(CC) -o $@ $(CLI_OBJ) $(CFLAGS) $(LDFLAGS) -pthread -lm
+
+# Sanitizer builds: same sources, separate trees.
+asan:
+	$(MAKE) O=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all tests
+tsan:
+	$(MAKE) O=build/tsan CFLAGS="-O1 -g -fsanitize=thread" all tests
+
+include tests/unit/Makefile.inc
+
+test: all tests asan tsan
+	tests/run
+
+clean:
+	rm -rf build
+
+.PHONY: all asan tsan test clean tests

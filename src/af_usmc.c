@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: MIT
+/*
+ * af_usmc.c - connect, listen and accept: where a TCP connection is
+ * discovered to have a usmc peer and moved onto shared memory (or not).
+ *
+ * Client: connect() looks the destination up in the registry; only when it
+ * certainly reaches a usmc listener does it reserve a link group slot, start
+ * the TCP connect without blocking (the source port exists once the SYN is
+ * sent) and post its CLC proposal, normally before the server can accept.
+ * Server: accept() matches the 4-tuple in its CLC index; a match attaches
+ * the client's link group and answers in the control block.  Anything
+ * uncertain or failing ends on TCP with a counted reason.
+ */
+#include "af_usmc.h"
+#include "epoll.h"
+#include "fdtab.h"
+#include "log.h"
+#include "options.h"
+#include "real.h"
+#include "registry.h"
+#include "rundir.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <time.h>
+
+static void conn_stats_open(struct usmc_sock *sk, int fd)
+{
+	struct usmc_stats_conn *st;
+
+	if (sk->st || usmc_stats_attach())
+		return;
+	st = usmc_stats_conn_alloc();
+	if (!st)
+		return;
+	st->fd = fd;
+	st->role = (uint8_t)sk->role;
+	st->local = sk->local;
+	st->peer = sk->peer;
+	st->lgr_id = sk->lgr ? sk->lgr->id : 0;
+	st->slot = sk->slot;
+	st->ring_size = sk->size;
+	STORE_RELAXED(&st->mode, (uint8_t)sk_mode(sk));
+	STORE_RELAXED(&st->reason, (uint8_t)LOAD_RELAXED(&sk->sh->reason));
+	STORE_RELEASE(&st->state, 1);
+	sk->st = st;
+}
+
+static const char *role_name(const struct usmc_sock *sk)
+{
+	return sk->role == 'C' ? "connect" : "accept";
+}
+
+void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
+{
+	char a[64], b[64];
+
+	STORE_RELAXED(&sk->sh->reason, (uint32_t)reason);
+	STORE_RELEASE(&sk->sh->mode, USMC_MODE_TCP);
+	usmc_epoll_mode_changed();
+	if (sk->st) {
+		STORE_RELAXED(&sk->st->mode, USMC_MODE_TCP);
+		STORE_RELAXED(&sk->st->reason, (uint8_t)reason);
+	}
+	if (reason == USMC_R_NONE)
+		return;		/* not a connection (connect failed): nothing to count */
+	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
+		STAT_INC(tcp_conns);
+		STAT_INC(fallback[reason]);
+	}
+	usmc_dbg(1, "%s %s %s %s: TCP (%s: %s)", role_name(sk),
+		 usmc_addr_str(&sk->local, a, sizeof(a)), sk->role == 'C' ? "->" : "<-",
+		 usmc_addr_str(&sk->peer, b, sizeof(b)), usmc_reason_name(reason),
+		 usmc_reason_desc(reason));
+}
+
+static void conn_established(struct usmc_sock *sk)
+{
+	char a[64], b[64];
+
+	STORE_RELEASE(&sk->sh->mode, USMC_MODE_SMCD);
+	if (sk->st)
+		STORE_RELAXED(&sk->st->mode, USMC_MODE_SMCD);
+	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
+		STAT_INC(smc_conns);
+		if (sk->role == 'C')
+			STAT_INC(smc_client);
+		else
+			STAT_INC(smc_server);
+	}
+	usmc_dbg(1, "%s %s %s %s: SMC-D loopback (link group %016llx slot %u, %u-byte DMBs)",
+		 role_name(sk), usmc_addr_str(&sk->local, a, sizeof(a)),
+		 sk->role == 'C' ? "->" : "<-", usmc_addr_str(&sk->peer, b, sizeof(b)),
+		 (unsigned long long)sk->lgr->id, sk->slot, sk->size);
+}
+
+/* Point the connection at its slot: our lines, the peer's lines, rings. */
+static int conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen)
+{
+	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
+	int rc;
+
+	rc = usmc_lgr_bells(l, slot, &sk->bell_own, &sk->bell_peer);
+	if (rc)
+		return rc;
+	sk->lgr = l;
+	sk->slot = slot;
+	sk->gen = gen;
+	sk->size = l->ring_size;
+	sk->ctrl = c;
+	if (sk->role == 'C') {
+		sk->tx_p = &c->c2s_p;
+		sk->tx_c = &c->c2s_c;
+		sk->rx_p = &c->s2c_p;
+		sk->rx_c = &c->s2c_c;
+		sk->tx_ring = usmc_lgr_ring(l, slot, 0);
+		sk->rx_ring = usmc_lgr_ring(l, slot, 1);
+	} else {
+		sk->tx_p = &c->s2c_p;
+		sk->tx_c = &c->s2c_c;
+		sk->rx_p = &c->c2s_p;
+		sk->rx_c = &c->c2s_c;
+		sk->tx_ring = usmc_lgr_ring(l, slot, 1);
+		sk->rx_ring = usmc_lgr_ring(l, slot, 0);
+	}
+	sk->sh->data_rung = sk->sh->space_rung = 0;
+	return 0;
+}
+
+static void conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
+{
+	if (!sk->lgr)
+		return;
+	if (sk->role == 'C')
+		usmc_lgr_slot_put(sk->lgr, sk->slot, sk->gen, server_attached);
+	else
+		usmc_lgr_put(sk->lgr);
+	sk->lgr = NULL;
+	sk->ctrl = NULL;
+	sk->bell_own = sk->bell_peer = -1;
+}
+
+/* Which listener does dst reach, and may we propose to it? */
+static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
+{
+	struct usmc_reg_listener rec;
+	int reason, rc;
+
+	if (usmc_opt.disable || !usmc_port_allowed(dst->port))
+		return USMC_R_DISABLED;
+	if (usmc_registry_attach())
+		return USMC_R_RUNDIR;
+	reason = usmc_registry_match(dst, &rec);
+	if (reason)
+		return reason;
+	rc = usmc_clc_ln_get(rec.id, ln);
+	if (rc) {
+		/* Registered but dead: clean up so the next connect is quick. */
+		usmc_registry_gc();
+		return USMC_R_PEER_GONE;
+	}
+	return 0;
+}
+
+/* The wake byte: see clc.h.  Sent once, after the proposal landed. */
+static void client_send_wake(struct usmc_sock *sk, int fd)
+{
+	static const char wake = 0;
+
+	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND)
+		real.send(fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct usmc_clc_ln *ln = NULL;
+	struct sockaddr_storage ss;
+	struct usmc_clc_prop prop;
+	socklen_t sslen = sizeof(ss);
+	struct usmc_lgr *l;
+	uint32_t slot, gen;
+	int reason, rc, err;
+
+	if (sk->kind != SK_TCP || usmc_addr_from_sa(&sk->peer, sa, len))
+		return real.connect(fd, sa, len);
+	sk->kind = SK_CONN;
+	sk->role = 'C';
+
+	reason = client_match(&sk->peer, &ln);
+	if (!reason)
+		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
+	if (!reason && conn_bind_slot(sk, l, slot, gen)) {
+		usmc_lgr_slot_put(l, slot, gen, false);
+		reason = USMC_R_LIMIT;
+	}
+	rc = real.connect(fd, sa, len);
+	err = rc ? errno : 0;
+	if (rc && err != EINPROGRESS) {
+		/* Refused, unreachable, interrupted: not a connection (yet). */
+		usmc_clc_ln_put(ln);
+		conn_unbind_slot(sk, false);
+		if (err == EINTR) {
+			/* The kernel goes on connecting; we stay on TCP for it. */
+			conn_stats_open(sk, fd);
+			usmc_sock_set_tcp(sk, reason ? reason : USMC_R_PEER_NOT_USMC);
+		} else {
+			sk->kind = SK_TCP;
+			usmc_sock_set_tcp(sk, USMC_R_NONE);
+		}
+		errno = err;
+		return rc;
+	}
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sslen))
+		usmc_addr_from_sa(&sk->local, (struct sockaddr *)&ss, sslen);
+	else if (!reason)
+		reason = USMC_R_INTERNAL;
+	if (!reason) {
+		sk->ctrl->c.client = sk->local;
+		sk->ctrl->c.server = sk->peer;
+		sk->ctrl->c.pid = (uint32_t)getpid();
+		memset(&prop, 0, sizeof(prop));
+		prop.lgr_id = sk->lgr->id;
+		prop.slot = sk->slot;
+		prop.gen = sk->gen;
+		prop.version = USMC_PROTO_VERSION;
+		prop.uid = (uint32_t)geteuid();
+		prop.pid = (uint32_t)getpid();
+		usmc_dev_list(prop.devs);
+		prop.client = sk->local;
+		reason = usmc_clc_propose(ln, &prop);
+	}
+	conn_stats_open(sk, fd);
+	if (reason) {
+		usmc_clc_ln_put(ln);
+		conn_unbind_slot(sk, false);
+		usmc_sock_set_tcp(sk, reason);
+		errno = err;
+		return rc;
+	}
+	sk->ln = ln;
+	sk_set_flag(sk, SKF_WAKE_SEND | (rc ? SKF_CONNECTING : 0));
+	STORE_RELEASE(&sk->sh->mode, USMC_MODE_PROPOSED);
+	if (sk->st)
+		STORE_RELAXED(&sk->st->mode, USMC_MODE_PROPOSED);
+	usmc_epoll_mode_changed();
+	usmc_dbg(2, "connect fd %d: proposal posted (link group %016llx slot %u gen %u)",
+		 fd, (unsigned long long)sk->lgr->id, sk->slot, sk->gen);
+	if (!rc)
+		client_send_wake(sk, fd);
+	errno = err;
+	return rc;
+}
+
+/* A non-blocking connect finished (poll/getsockopt saw it): settle it. */
+int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (!sk_flag(sk, SKF_CONNECTING))
+		return 0;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return -errno;
+	if (!err) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+		if (real.poll(&p, 1, 0) <= 0)
+			return -EINPROGRESS;
+		sk_clear_flag(sk, SKF_CONNECTING);
+		client_send_wake(sk, fd);
+		return 0;
+	}
+	sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
+		bool withdrawn = usmc_clc_withdraw(sk->ln, &sk->local);
+
+		conn_unbind_slot(sk, !withdrawn);
+		usmc_sock_set_tcp(sk, USMC_R_NONE);
+	}
+	pthread_mutex_unlock(&sk->lock);
+	/* Report it once, like the kernel's sk_err. */
+	STORE_RELAXED(&sk->sh->so_error, err);
+	return -err;
+}
+
+int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
+{
+	struct usmc_reg_listener rec;
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	int rc, on = 0;
+	socklen_t olen = sizeof(on);
+	char a[64];
+
+	rc = real.listen(fd, backlog);
+	if (rc || sk->kind == SK_LISTEN)
+		return rc;
+	sk->kind = SK_LISTEN;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) ||
+	    usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sslen))
+		return 0;
+	if (usmc_opt.disable || !usmc_port_allowed(sk->bound.port))
+		return 0;
+	if (usmc_registry_attach() || usmc_clc_ln_create(&sk->lst)) {
+		usmc_dbg(1, "listen %s: not registered (runtime directory unusable)",
+			 usmc_addr_str(&sk->bound, a, sizeof(a)));
+		return 0;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.id = sk->lst->id;
+	rec.netns = usmc_netns_self();
+	rec.addr = sk->bound;
+	rec.uid = (uint32_t)geteuid();
+	rec.pid = (uint32_t)getpid();
+	rec.version = USMC_PROTO_VERSION;
+	rec.allow_all = !strcmp(usmc_opt.allow, "all");
+	usmc_dev_list(rec.devs);
+	if (!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &olen) && on)
+		rec.flags |= USMC_REG_F_REUSEPORT;
+	if (ss.ss_family == AF_INET6) {
+		olen = sizeof(on);
+		if (!real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &olen) && on)
+			rec.flags |= USMC_REG_F_V6ONLY;
+	}
+	usmc_registry_publish_addrs(true);
+	sk->reg_idx = usmc_registry_add(&rec);
+	if (sk->reg_idx < 0) {
+		usmc_dbg(1, "listen %s: registry full", usmc_addr_str(&sk->bound, a, sizeof(a)));
+		usmc_clc_ln_put(sk->lst);
+		sk->lst = NULL;
+		return 0;
+	}
+	usmc_stats_attach();
+	usmc_dbg(1, "listen %s: registered for SMC-D (clc index %016llx)",
+		 usmc_addr_str(&sk->bound, a, sizeof(a)), (unsigned long long)rec.id);
+	return 0;
+}
+
+void usmc_listen_release(struct usmc_sock *sk)
+{
+	if (!sk->lst)
+		return;
+	usmc_registry_del(sk->reg_idx, sk->lst->id);
+	usmc_clc_ln_unpublish(sk->lst);
+	usmc_clc_ln_put(sk->lst);
+	sk->lst = NULL;
+}
+
+/* Server side of CLC after a match: attach, cross-check, answer. */
+static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_prop *p)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct usmc_cdc_ctrl *c;
+	struct usmc_addr srv;
+	struct usmc_lgr *l;
+	int reason, rc;
+
+	reason = usmc_clc_prop_check(p, &sk->peer);
+	if (reason)
+		return reason;
+	rc = usmc_lgr_attach(p->lgr_id, &l);
+	if (rc) {
+		STAT_INC(handshake_errors);
+		usmc_dbg(1, "accept fd %d: cannot attach link group %016llx: %s", fd,
+			 (unsigned long long)p->lgr_id, strerror(-rc));
+		return rc == -EPERM ? USMC_R_PERMISSION : rc == -ENOENT ? USMC_R_PEER_GONE :
+		       rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	if (p->slot >= l->nslots) {
+		usmc_lgr_put(l);
+		STAT_INC(handshake_errors);
+		return USMC_R_INTERNAL;
+	}
+	c = usmc_lgr_ctrl(l, p->slot);
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
+	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
+		sk->local = srv;
+	/* The control block must describe exactly this connection. */
+	if (LOAD_ACQUIRE(&c->c.gen) != p->gen || LOAD_RELAXED(&c->c.state) != SLOT_BUSY ||
+	    !usmc_addr_ip_eq(&c->c.client, &sk->peer) || c->c.client.port != sk->peer.port ||
+	    !usmc_addr_ip_eq(&c->c.server, &sk->local) || c->c.server.port != sk->local.port) {
+		STAT_INC(handshake_errors);
+		usmc_lgr_put(l);
+		return USMC_R_INTERNAL;
+	}
+	rc = conn_bind_slot(sk, l, p->slot, p->gen);
+	if (rc) {
+		usmc_lgr_put(l);
+		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	c->s.pid = (uint32_t)getpid();
+	/* The answer; pairs with the acquire load in usmc_sock_refresh(). */
+	STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
+	conn_established(sk);
+	/* The client may already sleep on its first read. */
+	usmc_kick_data(sk);
+	usmc_kick_space(sk);
+	return 0;
+}
+
+/* Decline after a match: the client learns it from the control block. */
+static void server_decline(const struct usmc_clc_prop *p, int reason)
+{
+	struct usmc_lgr *l;
+	int own, peer;
+
+	if (usmc_lgr_attach(p->lgr_id, &l))
+		return;
+	if (p->slot < l->nslots) {
+		struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
+
+		if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
+			STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_DECLINE, reason));
+			STORE_RELEASE(&c->s.released_gen, p->gen);
+			if (!usmc_lgr_bells(l, p->slot, &own, &peer))
+				l->dev->signal(peer);
+		}
+	}
+	usmc_lgr_put(l);
+}
+
+/* Act on a match result; caller holds sk->lock or owns sk exclusively. */
+static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p)
+{
+	if (!reason) {
+		reason = server_accept(sk, fd, p);
+		if (reason)
+			server_decline(p, reason);
+		/* Either way the client sent (or will send) one wake byte. */
+		sk_set_flag(sk, SKF_WAKEBYTE);
+		if (!reason) {
+			usmc_check_tcp(sk, fd);
+			return;
+		}
+	}
+	if (reason == USMC_R_PEER_NOT_USMC || reason == USMC_R_LATE)
+		sk->tcp_marked = true;	/* our TCP(h) mark stays until close */
+	usmc_sock_set_tcp(sk, reason);
+}
+
+int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, socklen_t *salen,
+		     int flags)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct usmc_clc_prop prop;
+	struct usmc_sock *sk;
+	int nfd, reason;
+
+	nfd = real.accept4(lfd, (struct sockaddr *)&ss, &sslen, flags);
+	if (nfd < 0)
+		return nfd;
+	if (sa && salen) {
+		memcpy(sa, &ss, MIN((size_t)*salen, (size_t)sslen));
+		*salen = sslen;
+	}
+	sk = usmc_sock_new(nfd, SK_CONN);
+	if (!sk)
+		return nfd;	/* untracked: plain TCP, still correct */
+	sk->role = 'S';
+	usmc_addr_from_sa(&sk->peer, (struct sockaddr *)&ss, sslen);
+	sk->local = lsk->bound;
+	if (flags & SOCK_NONBLOCK)
+		sk_set_flag(sk, SKF_NONBLOCK);
+
+	if (!lsk->lst) {
+		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
+			 USMC_R_DISABLED : USMC_R_RUNDIR;
+		usmc_sock_set_tcp(sk, reason);
+	} else {
+		sk->ln = usmc_clc_ln_ref(lsk->lst);
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, false);
+		if (reason == USMC_CLC_PENDING) {
+			/* Usually: the client is still between connect() and its
+			 * proposal.  Decide when the application acts. */
+			STORE_RELEASE(&sk->sh->mode, USMC_MODE_UNDECIDED);
+		} else {
+			server_settle(sk, nfd, reason, &prop);
+		}
+	}
+	conn_stats_open(sk, nfd);
+	if (usmc_fd_install(nfd, sk))
+		usmc_sock_put(sk);
+	return nfd;
+}
+
+static void usmc_server_resolve_quick(struct usmc_sock *sk, int fd)
+{
+	if (usmc_clc_has_proposal(sk->ln, &sk->peer))
+		usmc_server_resolve(sk, fd, false);
+}
+
+void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
+{
+	struct usmc_clc_prop prop;
+	int reason;
+	char c;
+
+	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
+		return;
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
+		goto out;
+	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide);
+	if (reason == USMC_CLC_PENDING) {
+		/* No proposal: TCP bytes or EOF from a client that is not usmc
+		 * (or proposed too late) settle it; nothing settles nothing. */
+		ssize_t n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			goto out;
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, true);
+	}
+	server_settle(sk, fd, reason, &prop);
+	if (sk->st) {
+		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
+		sk->st->local = sk->local;
+	}
+out:
+	pthread_mutex_unlock(&sk->lock);
+}
+
+int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
+{
+	char c;
+	ssize_t n;
+
+	if (!sk_flag(sk, SKF_WAKEBYTE))
+		return 0;
+	n = real.recv(fd, &c, 1, nonblock ? MSG_DONTWAIT : 0);
+	if (n == 1 || n == 0)
+		sk_clear_flag(sk, SKF_WAKEBYTE);
+	return n < 0 ? -errno : 0;
+}
+
+void usmc_sock_refresh(struct usmc_sock *sk, int fd)
+{
+	uint64_t ans;
+	char a[64];
+
+	if (sk_flag(sk, SKF_CONNECTING))
+		usmc_sock_connect_done(sk, fd);
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED) {
+		/* Cheap: one shared-memory load unless a proposal arrived. */
+		usmc_server_resolve_quick(sk, fd);
+		return;
+	}
+	if (sk_mode(sk) != USMC_MODE_PROPOSED)
+		return;
+	ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+	if (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE)
+		return;
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
+		if (CDC_ANS_KIND(ans) == CDC_ANS_ACCEPT) {
+			conn_established(sk);
+		} else {
+			unsigned int r = CDC_ANS_REASON(ans);
+
+			if (!r || r >= USMC_R_MAX)
+				r = USMC_R_INTERNAL;
+			STORE_RELAXED(&sk->sh->reason, r);
+			sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+			STORE_RELEASE(&sk->sh->mode, USMC_MODE_MIGRATING);
+			usmc_epoll_mode_changed();
+			STAT_INC(late_declines);
+			usmc_dbg(1, "connect %s: declined by server (%s), queued bytes move to TCP",
+				 usmc_addr_str(&sk->peer, a, sizeof(a)), usmc_reason_name((int)r));
+		}
+	}
+	pthread_mutex_unlock(&sk->lock);
+}
+
+void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
+{
+	if (atomic_fetch_or(&sk->sh->flags, SKF_ABORTED) & SKF_ABORTED)
+		return;
+	STORE_RELAXED(&sk->sh->abort, (uint32_t)abort_reason);
+	if (sk->st)
+		STORE_RELAXED(&sk->st->abort, (uint8_t)abort_reason);
+	STAT_INC(aborts[abort_reason]);
+	if (sk->tx_p) {
+		/* Tell the peer: RST in both directions. */
+		atomic_fetch_or(&sk->tx_p->flags, CDC_F_ABORT);
+		atomic_fetch_or(&sk->rx_c->flags, CDC_F_ABORT | CDC_F_CLOSED);
+		if (sk->lgr)
+			sk->lgr->dev->signal(sk->bell_peer);
+	}
+	usmc_dbg(1, "fd %d: connection reset (%s)", sk->fd0, usmc_abort_name(abort_reason));
+}
+
+/* From the last descriptor's close (in whichever process it happens). */
+void usmc_conn_release(struct usmc_sock *sk)
+{
+	uint32_t mode;
+
+	/* Undecided at close: a waiting proposal is accepted, so the client
+	 * sees an orderly SMC close rather than a vanished peer. */
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve_quick(sk, sk->fd0);
+	mode = sk_mode(sk);
+
+	if (sk->ln && sk->tcp_marked)
+		usmc_clc_release_tcp(sk->ln, &sk->peer);
+	if (sk->lgr) {
+		bool attached = true;
+
+		usmc_conn_close_protocol(sk);
+		if (sk->role == 'C' && mode == USMC_MODE_PROPOSED)
+			attached = !usmc_clc_withdraw(sk->ln, &sk->local);
+		if (sk->role == 'C' && mode == USMC_MODE_MIGRATING)
+			attached = false;	/* the server declined and let go */
+		if (sk->role == 'S')
+			STORE_RELEASE(&sk->ctrl->s.released_gen, sk->gen);
+		conn_unbind_slot(sk, attached);
+	}
+	if (sk->ln)
+		usmc_clc_ln_put(sk->ln);
+	sk->ln = NULL;
+	usmc_stats_conn_free(sk->st);
+	sk->st = NULL;
+}
+
+void usmc_sock_release(struct usmc_sock *sk)
+{
+	if (sk->kind == SK_LISTEN)
+		usmc_listen_release(sk);
+	else if (sk->kind == SK_CONN)
+		usmc_conn_release(sk);
+}
+
+int usmc_sock_timeout(int fd, int optname)
+{
+	struct timeval tv = { 0 };
+	socklen_t len = sizeof(tv);
+
+	if (real.getsockopt(fd, SOL_SOCKET, optname, &tv, &len) || (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * af_usmc.h - internal entry points between the socket layers.
+ */
+#ifndef USMC_AF_USMC_H
+#define USMC_AF_USMC_H
+
+struct usmc_sock;
+
+/* Settle a non-blocking connect that finished; 0, -EINPROGRESS or -errno. */
+int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
+void usmc_listen_release(struct usmc_sock *sk);
+void usmc_conn_release(struct usmc_sock *sk);
+/* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
+void usmc_conn_close_protocol(struct usmc_sock *sk);
+
+#endif

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cdc.h - Connection Data Control: the per-connection control block and the
+ * ring (DMB) cursor rules, shared by both ends through the link group.
+ *
+ * Each direction has a DMB ring of size bytes (power of two) that the
+ * sender writes straight into and the receiver reads from (the seeds'
+ * "no-copy": the sender's sndbuf is the receiver's DMB), a producer line
+ * written only by the sender and a consumer line written only by the
+ * receiver.  Cursors are 64-bit byte counts that never wrap:
+ *
+ *     head = ring_head(cons, skip_to, prod)
+ *     0 <= prod - head <= size          (bytes readable)
+ *     position in the ring = cursor & (size - 1)
+ *
+ * Rewind: when the sender finds the ring empty (head == prod) it may move
+ * prod up to the next multiple of size and publish that point in skip_to,
+ * so the next message starts at offset 0 again.  Request/response traffic
+ * then only ever touches the first pages of a ring, however large the ring
+ * is; the bytes in [cons, skip_to) are not data and the reader jumps them.
+ *
+ * Everything read from the peer's lines is untrusted: it is loaded once,
+ * checked against these invariants, and a violation aborts the connection
+ * (ECONNRESET, reason protocol_violation).
+ *
+ * Ordering: the producer copies data, then store-releases prod; the
+ * consumer load-acquires prod, copies data out, then store-releases cons;
+ * the producer load-acquires cons before reusing that space.  Doorbells:
+ * a side that wants to sleep bumps its *_armed counter, issues a full fence
+ * and re-checks the cursors; the other side publishes its cursor, issues a
+ * full fence and reads *_armed.  One of the two always sees the other.
+ */
+#ifndef USMC_CDC_H
+#define USMC_CDC_H
+
+#include "usmc.h"
+
+#define CDC_F_DONE	0x1	/* producer: no bytes after prod (shutdown WR / close: FIN) */
+#define CDC_F_ABORT	0x2	/* producer or consumer: connection reset (RST) */
+#define CDC_F_CLOSED	0x4	/* consumer: closed, will never read (peer writes get EPIPE) */
+
+struct usmc_cdc_prod {			/* written by the sender only */
+	_Atomic uint64_t prod;		/* bytes ever produced (skips included) */
+	_Atomic uint64_t skip_to;	/* last rewind point: data resumes here */
+	_Atomic uint32_t flags;		/* CDC_F_DONE | CDC_F_ABORT */
+	_Atomic uint32_t space_armed;	/* bumped when the sender sleeps for space */
+	_Atomic uint32_t cpu;		/* hint: last CPU of the sender */
+	_Atomic uint32_t waiting;	/* hint: sender spinning/sleeping */
+} __cacheline;
+
+struct usmc_cdc_cons {			/* written by the receiver only */
+	_Atomic uint64_t cons;		/* bytes ever consumed */
+	_Atomic uint32_t flags;		/* CDC_F_CLOSED | CDC_F_ABORT */
+	_Atomic uint32_t data_armed;	/* bumped when the receiver sleeps for data */
+	_Atomic uint32_t cpu;		/* hint: last CPU of the receiver */
+	_Atomic uint32_t waiting;	/* hint: receiver spinning/sleeping */
+} __cacheline;
+
+enum usmc_slot_state {			/* client line: the owner's slot allocator */
+	SLOT_FREE = 0,
+	SLOT_BUSY = 1,			/* a connection uses it */
+	SLOT_DRAIN = 2,			/* client closed; waiting for the server to let go */
+};
+
+struct usmc_cdc_client {		/* written by the client (link group owner) */
+	_Atomic uint32_t state;		/* enum usmc_slot_state */
+	_Atomic uint32_t gen;		/* incremented each time the slot is reused */
+	struct usmc_addr client;	/* 4-tuple, for the server to cross-check */
+	struct usmc_addr server;
+	uint32_t pid;
+} __cacheline;
+
+#define CDC_ANS_NONE	0
+#define CDC_ANS_ACCEPT	1
+#define CDC_ANS_DECLINE	2
+#define CDC_ANSWER(gen, ans, reason) \
+	(((uint64_t)(gen) << 32) | ((uint64_t)(ans) << 16) | (uint64_t)(reason))
+#define CDC_ANS_GEN(w)		((uint32_t)((w) >> 32))
+#define CDC_ANS_KIND(w)		((unsigned int)(((w) >> 16) & 0xffff))
+#define CDC_ANS_REASON(w)	((unsigned int)((w) & 0xffff))
+
+struct usmc_cdc_server {		/* written by the server */
+	_Atomic uint64_t answer;	/* CDC_ANSWER(gen, accept/decline, reason) */
+	_Atomic uint32_t released_gen;	/* server is done with this generation */
+	uint32_t pid;
+} __cacheline;
+
+/* One connection's control block: eight cache lines, one writer each. */
+struct usmc_cdc_ctrl {
+	struct usmc_cdc_client c;
+	struct usmc_cdc_server s;
+	struct usmc_cdc_prod c2s_p;	/* client -> server ring */
+	struct usmc_cdc_cons c2s_c;
+	struct usmc_cdc_prod s2c_p;	/* server -> client ring */
+	struct usmc_cdc_cons s2c_c;
+	uint8_t __reserved[128];
+};
+
+static inline void cdc_reset_prod(struct usmc_cdc_prod *p)
+{
+	STORE_RELAXED(&p->prod, 0);
+	STORE_RELAXED(&p->skip_to, 0);
+	STORE_RELAXED(&p->flags, 0);
+	STORE_RELAXED(&p->space_armed, 0);
+	STORE_RELAXED(&p->waiting, 0);
+}
+
+static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
+{
+	STORE_RELAXED(&c->cons, 0);
+	STORE_RELAXED(&c->flags, 0);
+	STORE_RELAXED(&c->data_armed, 0);
+	STORE_RELAXED(&c->waiting, 0);
+}
+
+/* -- ring arithmetic ------------------------------------------------------ */
+
+/*
+ * First unread byte: cons, or the sender's rewind point if it lies between
+ * cons and prod (a rewind only ever starts where the ring was empty, i.e.
+ * at the reader's cons).
+ */
+static inline uint64_t ring_head(uint64_t cons, uint64_t skip_to, uint64_t prod)
+{
+	return skip_to > cons && skip_to <= prod ? skip_to : cons;
+}
+
+/* Readable bytes.  Precondition: cons <= prod, prod - cons <= size. */
+static inline uint64_t ring_used(uint64_t prod, uint64_t cons)
+{
+	return prod - cons;
+}
+
+/* Free bytes.  Same precondition. */
+static inline uint64_t ring_free(uint64_t prod, uint64_t cons, uint32_t size)
+{
+	return size - (prod - cons);
+}
+
+/* A cursor pair is sane: head <= prod <= head + size (head from ring_head()). */
+static inline bool ring_valid(uint64_t prod, uint64_t head, uint32_t size)
+{
+	return prod >= head && prod - head <= size;
+}
+
+/* Sender, ring empty at prod: where the next byte goes after a rewind. */
+static inline uint64_t ring_rewind(uint64_t prod, uint32_t size)
+{
+	return (prod + size - 1) & ~((uint64_t)size - 1);
+}
+
+/* Copy len bytes into the ring at cursor pos.  Precondition: len <= size. */
+static inline void ring_put(uint8_t *ring, uint32_t size, uint64_t pos,
+			    const void *src, size_t len)
+{
+	size_t off = (size_t)(pos & (size - 1)), n1 = MIN(len, size - off);
+
+	memcpy(ring + off, src, n1);
+	if (len > n1)
+		memcpy(ring, (const uint8_t *)src + n1, len - n1);
+}
+
+/* Copy len bytes out of the ring from cursor pos.  Precondition: len <= size. */
+static inline void ring_get(const uint8_t *ring, uint32_t size, uint64_t pos,
+			    void *dst, size_t len)
+{
+	size_t off = (size_t)(pos & (size - 1)), n1 = MIN(len, size - off);
+
+	memcpy(dst, ring + off, n1);
+	if (len > n1)
+		memcpy((uint8_t *)dst + n1, ring, len - n1);
+}
+
+/* Contiguous span at pos, at most len bytes (for read(2)/write(2) into the ring). */
+static inline size_t ring_span(uint32_t size, uint64_t pos, size_t len)
+{
+	size_t off = (size_t)(pos & (size - 1));
+
+	return MIN(len, size - off);
+}
+
+#endif

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+/*
+ * clc.c - CLC index: proposals posted by clients, matched by servers.
+ *
+ * Memory ordering: the client writes the proposal fields with relaxed word
+ * stores while the entry is CLAIM(h) (owned by it) and publishes them with
+ * the release CAS to PROPOSED(h); the server's acquire load of PROPOSED(h)
+ * pairs with it before reading the fields.  The server's CAS back to EMPTY
+ * is the linearisation point of "matched": a concurrent withdraw fails.
+ */
+#include "clc.h"
+#include "log.h"
+#include "rundir.h"
+#include "shm.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+BUILD_BUG_ON(sizeof(struct usmc_clc_entry) != 64);
+BUILD_BUG_ON(offsetof(struct usmc_clc_index, e) != 4096);
+
+static struct usmc_clc_ln *ln_cache;
+static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t tuple_hash(const struct usmc_addr *a)
+{
+	uint64_t x, y;
+
+	memcpy(&x, a->a, 8);
+	memcpy(&y, a->a + 8, 8);
+	x = usmc_mix64(x ^ usmc_mix64(y ^ ((uint64_t)a->port << 48)));
+	return (x & ((1ULL << 56) - 1)) | 1;
+}
+
+static struct usmc_clc_entry *entry_of(struct usmc_clc_ln *ln, const struct usmc_addr *a,
+				       uint64_t h)
+{
+	return &ln->idx->e[a->port][h % USMC_CLC_WAYS];
+}
+
+static void ln_name(char *buf, size_t len, uint64_t id, bool tmp)
+{
+	snprintf(buf, len, "%sln-%016llx", tmp ? "t-" : "", (unsigned long long)id);
+}
+
+int usmc_clc_ln_create(struct usmc_clc_ln **out)
+{
+	size_t len = sizeof(struct usmc_clc_index);
+	char tmp[64], name[64];
+	struct usmc_clc_ln *ln;
+	int fd, rc;
+
+	ln = calloc(1, sizeof(*ln));
+	if (!ln)
+		return -ENOMEM;
+	ln->id = usmc_random64();
+	ln_name(tmp, sizeof(tmp), ln->id, true);
+	ln_name(name, sizeof(name), ln->id, false);
+	fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
+	if (fd < 0) {
+		rc = fd;
+		goto err_free;
+	}
+	if (ftruncate(fd, (off_t)len) || !(ln->idx = usmc_map_shared(fd, len))) {
+		rc = -errno;
+		goto err_unlink;
+	}
+	rc = usmc_lock_take(fd, 0);
+	if (rc)
+		goto err_unmap;
+	ln->idx->version = USMC_PROTO_VERSION;
+	ln->idx->ways = USMC_CLC_WAYS;
+	ln->idx->id = ln->id;
+	STORE_RELEASE((_Atomic uint64_t *)&ln->idx->magic, USMC_CLC_MAGIC);
+	/* Locked before it gets its public name: an unlocked ln- is dead. */
+	rc = usmc_rundir_rename(tmp, name);
+	if (rc)
+		goto err_unmap;
+	ln->fd = fd;
+	STORE_RELAXED(&ln->refs, 1);
+	*out = ln;
+	return 0;
+
+err_unmap:
+	munmap(ln->idx, len);
+err_unlink:
+	usmc_ifd_close(fd);
+	usmc_rundir_unlink(tmp, false);
+err_free:
+	free(ln);
+	return rc;
+}
+
+void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln)
+{
+	char name[64];
+
+	STORE_RELEASE(&ln->idx->closed, 1);
+	ln_name(name, sizeof(name), ln->id, false);
+	usmc_rundir_unlink(name, false);
+}
+
+struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
+{
+	atomic_fetch_add(&ln->refs, 1);
+	return ln;
+}
+
+void usmc_clc_ln_put(struct usmc_clc_ln *ln)
+{
+	if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
+		return;
+	munmap(ln->idx, sizeof(struct usmc_clc_index));
+	usmc_ifd_close(ln->fd);
+	free(ln);
+}
+
+static int ln_open(uint64_t id, struct usmc_clc_ln **out)
+{
+	size_t len = sizeof(struct usmc_clc_index);
+	struct usmc_clc_ln *ln;
+	char name[64];
+	struct stat st;
+	int fd;
+
+	ln_name(name, sizeof(name), id, false);
+	fd = usmc_rundir_open(name, O_RDWR, 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || (size_t)st.st_size != len) {
+		usmc_ifd_close(fd);
+		return -EBADMSG;
+	}
+	ln = calloc(1, sizeof(*ln));
+	if (!ln) {
+		usmc_ifd_close(fd);
+		return -ENOMEM;
+	}
+	ln->idx = usmc_map_shared(fd, len);
+	if (!ln->idx) {
+		usmc_ifd_close(fd);
+		free(ln);
+		return -ENOMEM;
+	}
+	/* The header is owner-written and immutable after publication. */
+	if (LOAD_ACQUIRE((_Atomic uint64_t *)&ln->idx->magic) != USMC_CLC_MAGIC ||
+	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id) {
+		munmap(ln->idx, len);
+		usmc_ifd_close(fd);
+		free(ln);
+		return -EBADMSG;
+	}
+	ln->id = id;
+	ln->fd = fd;
+	STORE_RELAXED(&ln->refs, 1);	/* the cache's reference */
+	*out = ln;
+	return 0;
+}
+
+int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
+{
+	struct usmc_clc_ln *ln, **pp;
+	int rc = 0;
+
+	pthread_mutex_lock(&ln_cache_lock);
+	for (pp = &ln_cache; (ln = *pp); pp = &ln->next)
+		if (ln->id == id)
+			break;
+	if (!ln) {
+		rc = ln_open(id, &ln);
+		if (rc)
+			goto out;
+		ln->next = ln_cache;
+		ln_cache = ln;
+		pp = &ln_cache;
+	}
+	/* Liveness: the owner family holds the lock for as long as it lives. */
+	if (LOAD_ACQUIRE(&ln->idx->closed) || !usmc_lock_held(ln->fd, 0)) {
+		*pp = ln->next;
+		usmc_clc_ln_put(ln);
+		rc = -ESRCH;
+		goto out;
+	}
+	*out = usmc_clc_ln_ref(ln);
+out:
+	pthread_mutex_unlock(&ln_cache_lock);
+	return rc;
+}
+
+int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
+{
+	uint64_t h = tuple_hash(&p->client), w;
+	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
+
+	w = LOAD_ACQUIRE(&e->word);
+	if (w) {
+		if (CLC_HASH(w) == h && CLC_STATE(w) == CLC_TCP)
+			return USMC_R_LATE;
+		return USMC_R_INDEX_BUSY;
+	}
+	if (!atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_CLAIM)))
+		return CLC_HASH(w) == h ? USMC_R_LATE : USMC_R_INDEX_BUSY;
+
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.word = CLC_WORD(h, CLC_CLAIM);
+	tmp.lgr_id = p->lgr_id;
+	tmp.slot = p->slot;
+	tmp.gen = p->gen;
+	tmp.version = p->version;
+	memcpy(tmp.devs, p->devs, sizeof(tmp.devs));
+	tmp.client = p->client;
+	tmp.uid = p->uid;
+	tmp.pid = p->pid;
+	shm_store_words((char *)e + 8, (char *)&tmp + 8, sizeof(tmp) - 8);
+
+	/* Publish: pairs with the acquire load in usmc_clc_match(). */
+	w = CLC_WORD(h, CLC_CLAIM);
+	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, CLC_WORD(h, CLC_PROPOSED),
+						     memory_order_acq_rel,
+						     memory_order_acquire))
+		return USMC_R_LATE;	/* the server accepted first: TCP(h) */
+	return 0;
+}
+
+bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client)
+{
+	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
+	uint64_t w = CLC_WORD(h, CLC_PROPOSED);
+
+	return atomic_compare_exchange_strong(&e->word, &w, 0);
+}
+
+int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client)
+{
+	unsigned int i;
+	bool lo = false;
+
+	if (p->version != USMC_PROTO_VERSION)
+		return USMC_R_VERSION;
+	if (client && (!usmc_addr_ip_eq(&p->client, client) || p->client.port != client->port))
+		return USMC_R_INTERNAL;
+	for (i = 0; i < ARRAY_SIZE(p->devs) && p->devs[i]; i++)
+		if (p->devs[i] == USMC_DEV_LOOPBACK)
+			lo = true;
+	if (!lo)
+		return USMC_R_NO_DEVICE;
+	if (!p->lgr_id)
+		return USMC_R_INTERNAL;
+	return 0;
+}
+
+/* Is the link group a stale CLAIM/PROPOSED entry points at still owned? */
+static bool entry_owner_alive(const struct usmc_clc_entry *e)
+{
+	char name[64];
+	int fd;
+	bool alive;
+
+	snprintf(name, sizeof(name), "lg-%016llx/mem",
+		 (unsigned long long)LOAD_RELAXED((_Atomic uint64_t *)&e->lgr_id));
+	fd = usmc_rundir_open(name, O_RDONLY, 0);
+	if (fd < 0)
+		return fd != -ENOENT;
+	alive = usmc_lock_held(fd, 0);
+	usmc_ifd_close(fd);
+	return alive;
+}
+
+int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
+		   struct usmc_clc_prop *p, bool decide)
+{
+	uint64_t h = tuple_hash(client), w;
+	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
+	bool cleaned = false;
+
+	for (;;) {
+		w = LOAD_ACQUIRE(&e->word);
+		if (w == CLC_WORD(h, CLC_PROPOSED)) {
+			shm_load_words(&copy, e, sizeof(copy));
+			/* The CAS makes us the only one to answer. */
+			if (!atomic_compare_exchange_strong(&e->word, &w, 0))
+				continue;
+			memset(p, 0, sizeof(*p));
+			p->lgr_id = copy.lgr_id;
+			p->slot = copy.slot;
+			p->gen = copy.gen;
+			p->version = copy.version;
+			p->uid = copy.uid;
+			p->pid = copy.pid;
+			memcpy(p->devs, copy.devs, sizeof(p->devs));
+			p->client = copy.client;
+			return 0;
+		}
+		if (w == 0 || w == CLC_WORD(h, CLC_CLAIM)) {
+			if (!decide)
+				return USMC_CLC_PENDING;
+			if (atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_TCP)))
+				return w ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
+			continue;
+		}
+		if (w == CLC_WORD(h, CLC_TCP))
+			return USMC_R_PEER_NOT_USMC;
+		/* Another 4-tuple holds the entry; reclaim it if its owner died. */
+		if (!cleaned && CLC_STATE(w) != CLC_TCP && !entry_owner_alive(e)) {
+			cleaned = true;
+			atomic_compare_exchange_strong(&e->word, &w, 0);
+			continue;
+		}
+		return USMC_R_INDEX_BUSY;
+	}
+}
+
+bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client)
+{
+	uint64_t h = tuple_hash(client);
+
+	return LOAD_ACQUIRE(&entry_of(ln, client, h)->word) == CLC_WORD(h, CLC_PROPOSED);
+}
+
+void usmc_clc_release_tcp(struct usmc_clc_ln *ln, const struct usmc_addr *client)
+{
+	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
+	uint64_t w = CLC_WORD(h, CLC_TCP);
+
+	atomic_compare_exchange_strong(&e->word, &w, 0);
+}

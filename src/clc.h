@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clc.h - Connection Layer Control: the handshake that decides, for one TCP
+ * connection, whether both ends move its bytes through shared memory.
+ *
+ * Kernel SMC exchanges CLC proposal/accept/confirm/decline messages over the
+ * TCP connection.  usmc never sends a byte on the wire: the client posts its
+ * proposal in the listener's CLC index, in the entry both ends can compute
+ * from the 4-tuple (indexed by client port, one of USMC_CLC_WAYS ways by a
+ * hash of the client address).  One 64-bit word per entry decides:
+ *
+ *   client:  EMPTY -> CLAIM(h) -> PROPOSED(h)        (fields written in CLAIM)
+ *            then one wake byte on TCP (see below)
+ *   server:  PROPOSED(h) -> EMPTY                     match: server owns the answer
+ *            EMPTY | CLAIM(h) -> TCP(h)               must act first: TCP, blocks late proposals
+ *            TCP(h) -> EMPTY                          when that TCP connection closes
+ *   client:  PROPOSED(h) -> EMPTY                     withdraw (TCP bytes seen, connect failed)
+ *
+ * Whoever's compare-and-swap lands first decides and both ends agree; no one
+ * ever waits on a timeout.  On loopback the TCP handshake completes inside
+ * the client's connect(), so the server usually accepts before the proposal
+ * exists: the accepted connection stays undecided until the server must act
+ * (it writes first: TCP; TCP bytes or EOF arrive: TCP; the proposal appears:
+ * SMC).  A server waiting undecided sleeps on its TCP socket, so a client
+ * whose proposal landed sends exactly one wake byte, which a usmc server
+ * that matched it consumes; a peer that is not usmc never gets it because the
+ * client only proposes to registered listeners and only sends after winning
+ * the CAS.  After a match the answer (accept or decline with a reason) is
+ * written into the connection's control block, see cdc.h.
+ */
+#ifndef USMC_CLC_H
+#define USMC_CLC_H
+
+#include "dev.h"
+#include "registry.h"
+#include "usmc.h"
+
+#define USMC_CLC_MAGIC		0x58444e49434c4355ULL	/* "UCLCINDX" */
+#define USMC_CLC_WAYS		4
+#define USMC_CLC_PORTS		65536
+
+enum usmc_clc_state {
+	CLC_EMPTY = 0,
+	CLC_CLAIM = 1,		/* client writing its proposal */
+	CLC_PROPOSED = 2,	/* proposal complete, waiting for the server */
+	CLC_TCP = 3,		/* server accepted this 4-tuple as TCP */
+};
+
+#define CLC_WORD(h, st)		(((h) << 8) | (uint64_t)(st))
+#define CLC_HASH(w)		((w) >> 8)
+#define CLC_STATE(w)		((unsigned int)((w) & 0xff))
+
+/* One proposal slot; written by the client, validated by the server. */
+struct usmc_clc_entry {
+	_Atomic uint64_t word;		/* CLC_WORD(hash, state) */
+	uint64_t lgr_id;		/* client's link group: lg-<id> */
+	uint32_t slot;			/* connection slot in that link group */
+	uint32_t gen;			/* slot generation for this connection */
+	uint32_t version;		/* USMC_PROTO_VERSION */
+	uint8_t devs[4];		/* devices the client can use, best first */
+	struct usmc_addr client;	/* the client's address as it sees it */
+	uint32_t uid;			/* client's euid (informational; checked by fstat) */
+	uint32_t pid;
+} __cacheline;
+
+struct usmc_clc_index {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t ways;
+	uint64_t id;
+	_Atomic uint32_t closed;	/* listener closed gracefully */
+	uint32_t __pad;
+	uint8_t __hdr_pad[4096 - 32];
+	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
+};
+
+/* A listener index as one process sees it (server: owner; client: cache). */
+struct usmc_clc_ln {
+	_Atomic int refs;
+	uint64_t id;
+	int fd;				/* ln-<id> */
+	struct usmc_clc_index *idx;
+	struct usmc_clc_ln *next;	/* client-side cache chain */
+};
+
+/* Proposal contents handed between layers. */
+struct usmc_clc_prop {
+	uint64_t lgr_id;
+	uint32_t slot, gen, version, uid, pid;
+	uint8_t devs[4];
+	struct usmc_addr client;
+};
+
+/* Server: create ln-<id>, lock it (liveness), map it (one reference). */
+int usmc_clc_ln_create(struct usmc_clc_ln **out);
+/* Server: the listener closed; clients stop proposing. */
+void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln);
+
+/* Client: open (cached) the listener's index; checks the owner is alive.
+ * Returns a reference. */
+int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out);
+struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln);
+void usmc_clc_ln_put(struct usmc_clc_ln *ln);
+
+/* Client: post a proposal for 4-tuple key `client`.  0 or a reason. */
+int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p);
+/* Client: take a proposal back; true when the server had not matched it. */
+bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client);
+
+/* Returned by usmc_clc_match() while no decision is possible yet. */
+#define USMC_CLC_PENDING	(-1)
+
+/* Server: 0 with *p filled (the server must answer in the control block);
+ * USMC_CLC_PENDING when there is no proposal yet and !decide; otherwise a
+ * reason (TCP: the tuple is marked TCP(h) unless the reason is index_busy). */
+int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
+		   struct usmc_clc_prop *p, bool decide);
+/* Server: is there a complete proposal for this 4-tuple?  (one load) */
+bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client);
+/* Server, when a TCP-mode accepted connection closes. */
+void usmc_clc_release_tcp(struct usmc_clc_ln *ln, const struct usmc_addr *client);
+
+/* Used by fuzzing and tests: validate proposal fields read from shm. */
+int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client);
+
+#endif

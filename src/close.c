@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+/*
+ * close.c - shutdown(2) and the close protocol of a shared-memory connection.
+ *
+ * Mirrors TCP:
+ *   shutdown(SHUT_WR)          -> CDC_F_DONE on our producer line (FIN):
+ *                                 the peer reads what is queued, then 0
+ *   shutdown(SHUT_RD)          -> local only, reads return 0
+ *   close, nothing unread      -> DONE + CLOSED: peer reads the rest, then 0;
+ *                                 its next send is swallowed, later ones EPIPE
+ *   close with unread data,    -> ABORT (RST): the peer gets ECONNRESET
+ *   or SO_LINGER {1, 0}
+ * The real TCP socket is left alone until the last descriptor closes; its
+ * FIN then doubles as the peer's wake-up and proof that we let go.
+ */
+#include "af_usmc.h"
+#include "real.h"
+#include "sock.h"
+
+int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
+{
+	uint32_t mode;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	usmc_server_resolve(sk, fd, true);
+	mode = sk_mode(sk);
+	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
+		return USMC_PASS;
+	if (sk_flag(sk, SKF_CONNECTING))
+		return -ENOTCONN;
+	if (how != SHUT_WR) {
+		sk_set_flag(sk, SKF_SHUT_RD);
+		/* Wake our own sleepers: reads now return 0. */
+		sk->lgr->dev->signal(sk->bell_own);
+	}
+	if (how != SHUT_RD && !(atomic_fetch_or(&sk->sh->flags, SKF_SHUT_WR) & SKF_SHUT_WR)) {
+		/* Writers serialise on tx_lock: DONE lands after the last byte. */
+		if (!usmc_family_lock(&sk->sh->tx_lock)) {
+			atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_DONE, memory_order_release);
+			usmc_family_unlock(&sk->sh->tx_lock);
+		}
+		usmc_kick_data(sk);
+		sk->lgr->dev->signal(sk->bell_own);
+	}
+	(void)fd;
+	return 0;
+}
+
+void usmc_conn_close_protocol(struct usmc_sock *sk)
+{
+	uint32_t mode = sk_mode(sk);
+	uint64_t prod, head;
+
+	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
+		return;
+	if (sk_flag(sk, SKF_ABORTED))
+		goto kick;
+	if (!usmc_rx_view(sk, &head, &prod) || prod != head || sk_flag(sk, SKF_LINGER0)) {
+		usmc_sock_abort(sk, USMC_A_LOCAL);
+		return;
+	}
+	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_DONE, memory_order_release);
+	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_CLOSED, memory_order_release);
+kick:
+	usmc_kick_data(sk);
+	usmc_kick_space(sk);
+}

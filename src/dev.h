@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dev.h - the device interface behind SMC-D style link groups.
+ *
+ * Shaped like the kernel's smcd_ops: a device provides the memory a link
+ * group's DMBs live in (the owner registers it, the peer attaches it by
+ * token), per-DMB doorbells, and a way to signal the peer.  Loopback (one
+ * host, any network namespace) is the first device; ivshmem (between VMs)
+ * and RDMA (between hosts) slot in behind the same table.
+ */
+#ifndef USMC_DEV_H
+#define USMC_DEV_H
+
+#include "usmc.h"
+
+struct usmc_lgr;
+
+/* Device ids carried in proposals, by priority (seed 000, discussion 2). */
+enum usmc_dev_id {
+	USMC_DEV_NONE = 0,
+	USMC_DEV_LOOPBACK = 1,	/* same host: shared files + FIFO doorbells */
+	USMC_DEV_IVSHMEM = 2,	/* reserved: between VMs */
+	USMC_DEV_RDMA = 3,	/* reserved: between hosts */
+};
+
+struct usmc_dev_ops {
+	const char *name;
+	uint8_t id;				/* enum usmc_dev_id, carried in CLC */
+	bool (*probe)(void);			/* usable in this process? */
+	/* Link group memory: owner creates and maps, peer attaches by lgr->id. */
+	int (*lgr_create)(struct usmc_lgr *lgr);
+	int (*lgr_attach)(struct usmc_lgr *lgr);
+	void (*lgr_release)(struct usmc_lgr *lgr);
+	/* Owner: remove the link group's names (peers keep their mappings). */
+	void (*lgr_unpublish)(struct usmc_lgr *lgr);
+	/* Is anyone on the other side still holding this link group? */
+	bool (*lgr_peer_alive)(struct usmc_lgr *lgr);
+	/* DMB doorbells of one slot: owner creates them, both ends open them.
+	 * own: the descriptor this side sleeps on; peer: the one it signals. */
+	int (*register_dmb)(struct usmc_lgr *lgr, uint32_t slot);
+	int (*attach_dmb)(struct usmc_lgr *lgr, uint32_t slot, bool owner_side,
+			  int *own, int *peer);
+	/* Wake the side sleeping on bell; consume our own wake-ups. */
+	void (*signal)(int bell);
+	void (*drain)(int bell);
+};
+
+extern const struct usmc_dev_ops usmc_dev_loopback;
+
+/* Devices this process can use, best first (0-terminated ids). */
+void usmc_dev_list(uint8_t ids[4]);
+const struct usmc_dev_ops *usmc_dev_get(uint8_t id);
+
+#endif

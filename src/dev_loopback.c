@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+/*
+ * dev_loopback.c - the loopback device: SMC-D between processes of one host.
+ *
+ * Link group memory is a file in the runtime directory (tmpfs), so every
+ * process that can see the directory (other network namespaces, other
+ * containers that share it) can attach it by name; doorbells are FIFOs
+ * beside it.  The owner holds an OFD write lock on byte 0 of the memory
+ * file, attached peers a read lock on byte 1: the kernel drops them when
+ * a process dies, which is how either side learns the other is gone.
+ */
+#include "dev.h"
+#include "lgr.h"
+#include "log.h"
+#include "options.h"
+#include "rundir.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+static void lgr_dir(char *buf, size_t len, uint64_t id, bool tmp)
+{
+	snprintf(buf, len, "%slg-%016llx", tmp ? "t-" : "", (unsigned long long)id);
+}
+
+static bool lo_probe(void)
+{
+	return usmc_rundir_init() == 0;
+}
+
+static size_t lgr_geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t ring)
+{
+	h->nslots = nslots;
+	h->ring_size = ring;
+	h->ctrl_off = 4096;
+	h->dmb_off = (h->ctrl_off + (uint64_t)nslots * sizeof(struct usmc_cdc_ctrl) + 4095) &
+		     ~4095ULL;
+	h->size = h->dmb_off + (uint64_t)nslots * 2 * ring;
+	return h->size;
+}
+
+static void lgr_map_setup(struct usmc_lgr *l, const struct usmc_lgr_hdr *h)
+{
+	l->nslots = h->nslots;
+	l->ring_size = h->ring_size;
+	l->size = h->size;
+	l->ctrl = (struct usmc_cdc_ctrl *)(l->base + h->ctrl_off);
+	l->dmb = l->base + h->dmb_off;
+	if (!strcmp(usmc_opt.dmb_type, "huge"))
+		madvise(l->base + h->dmb_off, h->size - h->dmb_off, MADV_HUGEPAGE);
+}
+
+static int lo_lgr_create(struct usmc_lgr *l)
+{
+	struct usmc_lgr_hdr h = { 0 }, *hp;
+	char tmp[64], final[64], path[96];
+	int fd, rc;
+
+	lgr_dir(tmp, sizeof(tmp), l->id, true);
+	lgr_dir(final, sizeof(final), l->id, false);
+	rc = usmc_rundir_mkdir(tmp);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%s/mem", tmp);
+	fd = usmc_rundir_open(path, O_RDWR | O_CREAT, 0600);
+	if (fd < 0) {
+		rc = fd;
+		goto err_dir;
+	}
+	lgr_geometry(&h, l->nslots, l->ring_size);
+	if (ftruncate(fd, (off_t)h.size)) {
+		rc = -errno;
+		goto err_file;
+	}
+	l->base = usmc_map_shared(fd, h.size);
+	if (!l->base) {
+		rc = -ENOMEM;
+		goto err_file;
+	}
+	rc = usmc_lock_take(fd, 0);
+	if (rc)
+		goto err_map;
+	hp = (struct usmc_lgr_hdr *)l->base;
+	h.version = USMC_PROTO_VERSION;
+	h.id = l->id;
+	h.owner_pid = (uint32_t)getpid();
+	h.owner_uid = (uint32_t)geteuid();
+	h.dev = USMC_DEV_LOOPBACK;
+	*hp = h;
+	STORE_RELEASE((_Atomic uint64_t *)&hp->magic, USMC_LGR_MAGIC);
+	/* Locked before it is visible under its real name: see rundir.h. */
+	rc = usmc_rundir_rename(tmp, final);
+	if (rc)
+		goto err_map;
+	l->mem_fd = fd;
+	lgr_map_setup(l, &h);
+	STAT_INC(lgr_created);
+	return 0;
+
+err_map:
+	munmap(l->base, h.size);
+	l->base = NULL;
+err_file:
+	usmc_ifd_close(fd);
+	usmc_rundir_unlink(path, false);
+err_dir:
+	usmc_rundir_unlink(tmp, true);
+	return rc;
+}
+
+static int lo_lgr_attach(struct usmc_lgr *l)
+{
+	struct usmc_lgr_hdr h, expect = { 0 };
+	char path[96];
+	struct stat st;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
+	fd = usmc_rundir_open(path, O_RDWR, 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || st.st_size < 4096) {
+		rc = -EBADMSG;
+		goto err;
+	}
+	if (pread(fd, &h, sizeof(h), 0) != sizeof(h)) {
+		rc = -EBADMSG;
+		goto err;
+	}
+	/* The header is the peer's word: check every field against the file. */
+	if (h.magic != USMC_LGR_MAGIC || h.version != USMC_PROTO_VERSION || h.id != l->id ||
+	    h.dev != USMC_DEV_LOOPBACK || !h.nslots || h.nslots > USMC_LGR_MAX_SLOTS ||
+	    h.ring_size < 4096 || h.ring_size > (64u << 20) || (h.ring_size & (h.ring_size - 1))) {
+		rc = -EBADMSG;
+		goto err;
+	}
+	lgr_geometry(&expect, h.nslots, h.ring_size);
+	if (h.ctrl_off != expect.ctrl_off || h.dmb_off != expect.dmb_off ||
+	    h.size != expect.size || (uint64_t)st.st_size != h.size) {
+		rc = -EBADMSG;
+		goto err;
+	}
+	if (!usmc_rundir_owner_ok(&st)) {
+		rc = -EPERM;
+		goto err;
+	}
+	/* An owner that truncates the file later turns our accesses into
+	 * SIGBUS; guard.c maps zero pages over the hole and poisons the link
+	 * group (docs/reliability.md). */
+	l->base = usmc_map_shared(fd, h.size);
+	if (!l->base) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	/* Our read lock on byte 1 tells the owner we still hold its slots. */
+	{
+		struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1 };
+
+		sys_fcntl(fd, F_OFD_SETLK, (long)&fl);
+	}
+	l->mem_fd = fd;
+	lgr_map_setup(l, &h);
+	STAT_INC(lgr_attached);
+	return 0;
+err:
+	usmc_ifd_close(fd);
+	return rc;
+}
+
+static void lo_lgr_unpublish(struct usmc_lgr *l)
+{
+	char dir[64], path[96];
+	uint32_t i;
+
+	lgr_dir(dir, sizeof(dir), l->id, false);
+	for (i = 0; i < l->nslots; i++) {
+		snprintf(path, sizeof(path), "%s/%uc", dir, i);
+		usmc_rundir_unlink(path, false);
+		snprintf(path, sizeof(path), "%s/%us", dir, i);
+		usmc_rundir_unlink(path, false);
+	}
+	snprintf(path, sizeof(path), "%s/mem", dir);
+	usmc_rundir_unlink(path, false);
+	usmc_rundir_unlink(dir, true);
+}
+
+static void lo_lgr_release(struct usmc_lgr *l)
+{
+	if (l->base)
+		munmap(l->base, l->size);
+	l->base = NULL;
+	if (l->owner && l->pid == getpid())
+		lo_lgr_unpublish(l);
+	usmc_ifd_close(l->mem_fd);
+	l->mem_fd = -1;
+}
+
+static bool lo_lgr_peer_alive(struct usmc_lgr *l)
+{
+	/* Owner asks about attached peers (byte 1), peers about the owner (0). */
+	return usmc_lock_held(l->mem_fd, l->owner ? 1 : 0);
+}
+
+static int lo_register_dmb(struct usmc_lgr *l, uint32_t slot)
+{
+	char path[96];
+	int rc;
+
+	snprintf(path, sizeof(path), "lg-%016llx/%uc", (unsigned long long)l->id, slot);
+	rc = usmc_rundir_mkfifo(path);
+	if (rc && rc != -EEXIST)
+		return rc;
+	snprintf(path, sizeof(path), "lg-%016llx/%us", (unsigned long long)l->id, slot);
+	rc = usmc_rundir_mkfifo(path);
+	if (rc && rc != -EEXIST)
+		return rc;
+	return 0;
+}
+
+static int open_bell(uint64_t id, uint32_t slot, char side)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "lg-%016llx/%u%c", (unsigned long long)id, slot, side);
+	/* O_RDWR: never blocks, never EOF, and a write never raises SIGPIPE. */
+	return usmc_rundir_open(path, O_RDWR | O_NONBLOCK, 0);
+}
+
+static int lo_attach_dmb(struct usmc_lgr *l, uint32_t slot, bool owner_side, int *own, int *peer)
+{
+	int a, b;
+
+	a = open_bell(l->id, slot, owner_side ? 'c' : 's');
+	if (a < 0)
+		return a;
+	b = open_bell(l->id, slot, owner_side ? 's' : 'c');
+	if (b < 0) {
+		usmc_ifd_close(a);
+		return b;
+	}
+	*own = a;
+	*peer = b;
+	return 0;
+}
+
+static void lo_signal(int bell)
+{
+	static const char one = 1;
+
+	/* EAGAIN means the FIFO already holds unread wake-ups: nothing lost. */
+	(void)sys_write(bell, &one, 1);
+}
+
+static void lo_drain(int bell)
+{
+	char buf[256];
+
+	while (sys_read(bell, buf, sizeof(buf)) == (ssize_t)sizeof(buf))
+		;
+}
+
+const struct usmc_dev_ops usmc_dev_loopback = {
+	.name = "loopback",
+	.id = USMC_DEV_LOOPBACK,
+	.probe = lo_probe,
+	.lgr_create = lo_lgr_create,
+	.lgr_attach = lo_lgr_attach,
+	.lgr_release = lo_lgr_release,
+	.lgr_unpublish = lo_lgr_unpublish,
+	.lgr_peer_alive = lo_lgr_peer_alive,
+	.register_dmb = lo_register_dmb,
+	.attach_dmb = lo_attach_dmb,
+	.signal = lo_signal,
+	.drain = lo_drain,
+};
+
+void usmc_dev_list(uint8_t ids[4])
+{
+	memset(ids, 0, 4);
+	if (usmc_dev_loopback.probe())
+		ids[0] = USMC_DEV_LOOPBACK;
+}
+
+const struct usmc_dev_ops *usmc_dev_get(uint8_t id)
+{
+	return id == USMC_DEV_LOOPBACK ? &usmc_dev_loopback : NULL;
+}

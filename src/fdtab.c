@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fdtab.c - two-level descriptor table with lock-free lookups.
+ *
+ * Lookup: load the entry, take a reference only if the object is still
+ * live (inc-not-zero), then re-check the entry; objects are type-stable
+ * (sock.c), so a stale pointer is never freed memory.  Updates (install,
+ * remove, dup) serialise on fdtab_lock.
+ */
+#include "fdtab.h"
+#include "usmc.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define FDT_SHIFT	10
+#define FDT_LEAF	(1u << FDT_SHIFT)
+#define FDT_ROOT	2048		/* 2M descriptors */
+
+typedef _Atomic(struct usmc_sock *) fdslot_t;
+
+static _Atomic(fdslot_t *) fdt_root[FDT_ROOT];
+static pthread_mutex_t fdtab_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static fdslot_t *fdt_slot(int fd, bool create)
+{
+	unsigned int hi = (unsigned int)fd >> FDT_SHIFT;
+	fdslot_t *leaf;
+
+	if (fd < 0 || hi >= FDT_ROOT)
+		return NULL;
+	leaf = atomic_load_explicit(&fdt_root[hi], memory_order_acquire);
+	if (!leaf && create) {
+		leaf = calloc(FDT_LEAF, sizeof(*leaf));
+		if (!leaf)
+			return NULL;
+		/* Only created under fdtab_lock; readers see NULL or a zeroed leaf. */
+		atomic_store_explicit(&fdt_root[hi], leaf, memory_order_release);
+	}
+	return leaf ? &leaf[(unsigned int)fd & (FDT_LEAF - 1)] : NULL;
+}
+
+static bool ref_get_live(struct usmc_sock *sk)
+{
+	int r = atomic_load_explicit(&sk->ref, memory_order_relaxed);
+
+	while (r > 0)
+		if (atomic_compare_exchange_weak_explicit(&sk->ref, &r, r + 1,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return true;
+	return false;
+}
+
+struct usmc_sock *usmc_fd_get(int fd)
+{
+	fdslot_t *s = fdt_slot(fd, false);
+	struct usmc_sock *sk;
+
+	if (!s)
+		return NULL;
+	for (;;) {
+		sk = atomic_load_explicit(s, memory_order_acquire);
+		if (likely(!sk))
+			return NULL;
+		if (!ref_get_live(sk))
+			return NULL;
+		if (atomic_load_explicit(s, memory_order_acquire) == sk)
+			return sk;
+		usmc_sock_put(sk);
+	}
+}
+
+int usmc_fd_install(int fd, struct usmc_sock *sk)
+{
+	struct usmc_sock *old;
+	fdslot_t *s;
+
+	pthread_mutex_lock(&fdtab_lock);
+	s = fdt_slot(fd, true);
+	if (!s) {
+		pthread_mutex_unlock(&fdtab_lock);
+		return -ENOMEM;
+	}
+	old = atomic_exchange(s, sk);
+	pthread_mutex_unlock(&fdtab_lock);
+	/* A stale entry means the kernel reused fd behind our back: drop it. */
+	if (old)
+		usmc_sock_put(old);
+	return 0;
+}
+
+struct usmc_sock *usmc_fd_remove(int fd)
+{
+	struct usmc_sock *sk = NULL;
+	fdslot_t *s;
+
+	pthread_mutex_lock(&fdtab_lock);
+	s = fdt_slot(fd, false);
+	if (s)
+		sk = atomic_exchange(s, NULL);
+	pthread_mutex_unlock(&fdtab_lock);
+	return sk;
+}
+
+void usmc_fd_dup(int oldfd, int newfd)
+{
+	struct usmc_sock *sk = usmc_fd_get(oldfd);
+
+	if (!sk) {
+		/* newfd now refers to an untracked file: forget what it was. */
+		sk = usmc_fd_remove(newfd);
+		if (sk)
+			usmc_sock_put(sk);
+		return;
+	}
+	/* The reference from usmc_fd_get becomes newfd's reference. */
+	if (usmc_fd_install(newfd, sk))
+		usmc_sock_put(sk);
+}
+
+void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg)
+{
+	unsigned int hi, lo;
+
+	for (hi = 0; hi < FDT_ROOT; hi++) {
+		fdslot_t *leaf = atomic_load_explicit(&fdt_root[hi], memory_order_acquire);
+
+		if (!leaf)
+			continue;
+		for (lo = 0; lo < FDT_LEAF; lo++) {
+			struct usmc_sock *sk = atomic_load(&leaf[lo]);
+
+			if (sk)
+				fn((int)(hi << FDT_SHIFT | lo), sk, arg);
+		}
+	}
+}
+
+static void zero_ref(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+{
+	STORE_RELAXED(&sk->ref, 0);
+}
+
+static void count_ref(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+{
+	/* First descriptor of this socket in the child: one more process holds it. */
+	if (atomic_fetch_add(&sk->ref, 1) == 0)
+		atomic_fetch_add(&sk->sh->refs, 1);
+}
+
+void usmc_fd_after_fork(void)
+{
+	/* Single-threaded child: in-flight references of other parent threads
+	 * do not exist here; recount from the table. */
+	pthread_mutex_init(&fdtab_lock, NULL);
+	usmc_fd_foreach(zero_ref, NULL);
+	usmc_fd_foreach(count_ref, NULL);
+}

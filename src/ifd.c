@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ifd.c - which descriptors belong to usmc itself (a lock-free bitmap).
+ *
+ * Pages of the bitmap are allocated on first use and never freed, so a
+ * concurrent reader never sees a dangling pointer.
+ */
+#include "sys.h"
+#include "usmc.h"
+
+#include <stdlib.h>
+
+#define IFD_PAGE_BITS	(1u << 15)
+#define IFD_PAGES	64		/* 2M descriptors */
+
+static _Atomic(_Atomic uint64_t *) ifd_pages[IFD_PAGES];
+
+static _Atomic uint64_t *ifd_word(int fd, bool create)
+{
+	unsigned int page = (unsigned int)fd / IFD_PAGE_BITS, bit = (unsigned int)fd % IFD_PAGE_BITS;
+	_Atomic uint64_t *p, *expect = NULL;
+
+	if (fd < 0 || page >= IFD_PAGES)
+		return NULL;
+	p = atomic_load_explicit(&ifd_pages[page], memory_order_acquire);
+	if (!p && create) {
+		p = calloc(IFD_PAGE_BITS / 64, sizeof(*p));
+		if (!p)
+			return NULL;
+		if (!atomic_compare_exchange_strong(&ifd_pages[page], &expect, p)) {
+			free(p);
+			p = expect;
+		}
+	}
+	return p ? &p[bit / 64] : NULL;
+}
+
+void usmc_ifd_mark(int fd)
+{
+	_Atomic uint64_t *w = ifd_word(fd, true);
+
+	if (w)
+		atomic_fetch_or(w, 1ULL << ((unsigned int)fd % 64));
+}
+
+void usmc_ifd_unmark(int fd)
+{
+	_Atomic uint64_t *w = ifd_word(fd, false);
+
+	if (w)
+		atomic_fetch_and(w, ~(1ULL << ((unsigned int)fd % 64)));
+}
+
+bool usmc_ifd_is(int fd)
+{
+	_Atomic uint64_t *w = ifd_word(fd, false);
+
+	return w && (LOAD_RELAXED(w) >> ((unsigned int)fd % 64)) & 1;
+}

@@ -1,0 +1,1065 @@
+// SPDX-License-Identifier: MIT
+/*
+ * interpose.c - every libc entry point libusmc replaces.
+ *
+ * Each wrapper finds the descriptor's socket (fdtab.c) and dispatches; a
+ * descriptor usmc does not track goes straight to libc.  Wrappers are the
+ * only place errno is set.  Nothing else in the library is exported
+ * (libusmc.map).
+ */
+#include "af_usmc.h"
+#include "epoll.h"
+#include "fdtab.h"
+#include "lgr.h"
+#include "log.h"
+#include "options.h"
+#include "poll.h"
+#include "real.h"
+#include "registry.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct usmc_real real;
+static int (*real_fclose)(FILE *);
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static sighandler_t (*real_signal)(int, sighandler_t);
+static void (*real_closefrom)(int);
+
+#define R(name) real.name = dlsym(RTLD_NEXT, #name)
+void usmc_real_init(void)
+{
+	R(socket); R(socketpair); R(connect); R(listen); R(accept); R(accept4);
+	R(close); R(shutdown); R(read); R(write); R(readv); R(writev);
+	R(recv); R(send); R(recvfrom); R(sendto); R(recvmsg); R(sendmsg);
+	R(recvmmsg); R(sendmmsg); R(sendfile); R(splice); R(poll); R(ppoll);
+	R(select); R(pselect); R(epoll_create); R(epoll_create1); R(epoll_ctl);
+	R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(dup); R(dup2); R(dup3);
+	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
+	real_fclose = dlsym(RTLD_NEXT, "fclose");
+	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+	real_signal = dlsym(RTLD_NEXT, "signal");
+	real_closefrom = dlsym(RTLD_NEXT, "closefrom");
+}
+#undef R
+
+#define ENSURE_REAL(f)							\
+	do {								\
+		if (unlikely(!real.f))					\
+			usmc_real_init();				\
+	} while (0)
+
+static inline ssize_t ret(ssize_t r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+static void tcp_count(struct usmc_sock *sk, ssize_t n, bool tx)
+{
+	if (n <= 0)
+		return;
+	if (tx)
+		STAT_ADD(tcp_tx_bytes, n);
+	else
+		STAT_ADD(tcp_rx_bytes, n);
+	if (sk->st)
+		atomic_fetch_add_explicit(tx ? &sk->st->tx_bytes : &sk->st->rx_bytes,
+					  (uint64_t)n, memory_order_relaxed);
+}
+
+/* ---- signals: would the kernel restart an interrupted socket call? ---- */
+
+static _Atomic uint64_t norestart_mask;	/* signals with a handler lacking SA_RESTART */
+
+bool usmc_sig_should_eintr(int timeout_ms)
+{
+	/* A call with a timeout is never restarted (sock_intr_errno). */
+	return timeout_ms >= 0 || LOAD_RELAXED(&norestart_mask) != 0;
+}
+
+static void sig_track(int sig, const struct sigaction *act)
+{
+	uint64_t bit;
+
+	if (!act || sig <= 0 || sig >= 64)
+		return;
+	bit = 1ULL << sig;
+	if (act->sa_handler != SIG_IGN && act->sa_handler != SIG_DFL && !(act->sa_flags & SA_RESTART))
+		atomic_fetch_or(&norestart_mask, bit);
+	else
+		atomic_fetch_and(&norestart_mask, ~bit);
+}
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (unlikely(!real_sigaction))
+		usmc_real_init();
+	if (real_sigaction(sig, act, old))
+		return -1;
+	sig_track(sig, act);
+	return 0;
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	struct sigaction sa = { .sa_handler = h, .sa_flags = SA_RESTART };
+
+	if (unlikely(!real_signal))
+		usmc_real_init();
+	sig_track(sig, &sa);	/* glibc's signal() has BSD semantics: SA_RESTART */
+	return real_signal(sig, h);
+}
+
+/* ---- sockets ---------------------------------------------------------- */
+
+static bool is_tcp(int domain, int type, int protocol)
+{
+	return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+static struct usmc_sock *track_new(int fd, int nonblock)
+{
+	struct usmc_sock *sk = usmc_sock_new(fd, SK_TCP);
+
+	if (!sk)
+		return NULL;
+	if (nonblock)
+		sk_set_flag(sk, SKF_NONBLOCK);
+	if (usmc_fd_install(fd, sk)) {
+		usmc_sock_put(sk);
+		return NULL;
+	}
+	return sk;
+}
+
+/* A TCP socket we did not see created (inherited, passed, pre-load). */
+static struct usmc_sock *adopt(int fd)
+{
+	int domain = 0, type = 0, proto = 0, fl;
+	socklen_t l = sizeof(int);
+	struct usmc_sock *sk;
+
+	if (real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l))
+		return NULL;
+	l = sizeof(int);
+	real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l);
+	l = sizeof(int);
+	real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l);
+	if (!is_tcp(domain, type, proto))
+		return NULL;
+	fl = real.fcntl(fd, F_GETFL);
+	if (!track_new(fd, fl >= 0 && (fl & O_NONBLOCK)))
+		return NULL;
+	sk = usmc_fd_get(fd);
+	return sk;
+}
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd;
+
+	ENSURE_REAL(socket);
+	fd = real.socket(domain, type, protocol);
+	if (fd >= 0 && is_tcp(domain, type, protocol))
+		track_new(fd, type & SOCK_NONBLOCK);
+	return fd;
+}
+
+EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct usmc_sock *sk;
+	int rc;
+
+	ENSURE_REAL(connect);
+	sk = usmc_fd_get(fd);
+	if (!sk && sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+		sk = adopt(fd);
+	if (!sk)
+		return real.connect(fd, sa, len);
+	rc = usmc_sock_connect(sk, fd, sa, len);
+	usmc_sock_put(sk);
+	return rc;
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	struct usmc_sock *sk;
+	int rc;
+
+	ENSURE_REAL(listen);
+	sk = usmc_fd_get(fd);
+	if (!sk)
+		sk = adopt(fd);
+	if (!sk)
+		return real.listen(fd, backlog);
+	rc = usmc_sock_listen(sk, fd, backlog);
+	usmc_sock_put(sk);
+	return rc;
+}
+
+EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+{
+	struct usmc_sock *sk;
+	int rc;
+
+	ENSURE_REAL(accept4);
+	sk = usmc_fd_get(fd);
+	if (!sk || sk->kind != SK_LISTEN) {
+		if (sk)
+			usmc_sock_put(sk);
+		return real.accept4(fd, sa, salen, flags);
+	}
+	rc = usmc_sock_accept(sk, fd, sa, salen, flags);
+	usmc_sock_put(sk);
+	return rc;
+}
+
+EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *salen)
+{
+	return accept4(fd, sa, salen, 0);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	struct usmc_sock *sk;
+	int rc = USMC_PASS;
+
+	ENSURE_REAL(shutdown);
+	sk = usmc_fd_get(fd);
+	if (sk) {
+		usmc_sock_refresh(sk, fd);
+		if (sk_is_smc_path(sk))
+			rc = usmc_sock_shutdown(sk, fd, how);
+		usmc_sock_put(sk);
+	}
+	if (rc == USMC_PASS)
+		return real.shutdown(fd, how);
+	return (int)ret(rc);
+}
+
+/* ---- descriptor lifetime --------------------------------------------- */
+
+/* Forget fd (its socket may be released: close protocol before the FIN). */
+static void fd_forget(int fd)
+{
+	struct usmc_sock *sk = usmc_fd_remove(fd);
+
+	if (sk)
+		usmc_sock_put(sk);
+	usmc_epoll_closed(fd);
+}
+
+EXPORT int close(int fd)
+{
+	ENSURE_REAL(close);
+	if (unlikely(usmc_ifd_is(fd))) {
+		errno = EBADF;	/* not the application's descriptor */
+		return -1;
+	}
+	fd_forget(fd);
+	return real.close(fd);
+}
+
+EXPORT int fclose(FILE *f)
+{
+	if (unlikely(!real_fclose))
+		usmc_real_init();
+	if (f)
+		fd_forget(fileno(f));
+	return real_fclose(f);
+}
+
+static void close_range_ours(unsigned int first, unsigned int last)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+
+		if (*end || fd < (long)first || fd > (long)last || fd == dirfd(d))
+			continue;
+		if (usmc_ifd_is((int)fd))
+			continue;
+		fd_forget((int)fd);
+		real.close((int)fd);
+	}
+	closedir(d);
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	ENSURE_REAL(close_range);
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return real.close_range(first, last, flags);
+	if (first > last) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* Our own descriptors in the range must survive: close one by one. */
+	close_range_ours(first, last);
+	return 0;
+}
+
+EXPORT void closefrom(int lowfd)
+{
+	ENSURE_REAL(close);
+	if (lowfd < 0)
+		lowfd = 0;
+	close_range_ours((unsigned int)lowfd, ~0U);
+}
+
+static int dup_common(int oldfd, int newfd, int rc)
+{
+	if (rc < 0)
+		return rc;
+	usmc_fd_dup(oldfd, rc);
+	usmc_epoll_dup(oldfd, rc);
+	(void)newfd;
+	return rc;
+}
+
+EXPORT int dup(int fd)
+{
+	ENSURE_REAL(dup);
+	return dup_common(fd, -1, real.dup(fd));
+}
+
+static bool dup_target_ok(int oldfd, int newfd)
+{
+	if (oldfd == newfd || !usmc_ifd_is(newfd))
+		return true;
+	usmc_dbg(1, "dup2 onto internal descriptor %d refused", newfd);
+	errno = EBUSY;
+	return false;
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	int rc;
+
+	ENSURE_REAL(dup2);
+	if (!dup_target_ok(oldfd, newfd))
+		return -1;
+	if (oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+		fd_forget(newfd);
+	rc = real.dup2(oldfd, newfd);
+	if (rc < 0 || oldfd == newfd)
+		return rc;
+	return dup_common(oldfd, newfd, rc);
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int rc;
+
+	ENSURE_REAL(dup3);
+	if (!dup_target_ok(oldfd, newfd))
+		return -1;
+	if (oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+		fd_forget(newfd);
+	rc = real.dup3(oldfd, newfd, flags);
+	return dup_common(oldfd, newfd, rc);
+}
+
+static int fcntl_common(int fd, int cmd, long arg)
+{
+	struct usmc_sock *sk;
+	int rc;
+
+	ENSURE_REAL(fcntl);
+	rc = real.fcntl(fd, cmd, arg);
+	if (rc < 0)
+		return rc;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		return dup_common(fd, -1, rc);
+	case F_SETFL:
+		sk = usmc_fd_get(fd);
+		if (sk) {
+			if (arg & O_NONBLOCK)
+				sk_set_flag(sk, SKF_NONBLOCK);
+			else
+				sk_clear_flag(sk, SKF_NONBLOCK);
+			if ((arg & O_ASYNC) && sk_is_smc_path(sk))
+				usmc_dbg(1, "fd %d: O_ASYNC (SIGIO) is not delivered for shared-memory data", fd);
+			usmc_sock_put(sk);
+		}
+		break;
+	}
+	return rc;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	struct usmc_sock *sk;
+	va_list ap;
+	void *arg;
+	int rc = USMC_PASS;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	ENSURE_REAL(ioctl);
+	sk = usmc_fd_get(fd);
+	if (!sk)
+		return real.ioctl(fd, req, arg);
+	if (req == FIONBIO && arg) {
+		if (*(int *)arg)
+			sk_set_flag(sk, SKF_NONBLOCK);
+		else
+			sk_clear_flag(sk, SKF_NONBLOCK);
+	} else if (sk_is_smc_path(sk) && arg &&
+		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
+		usmc_sock_refresh(sk, fd);
+		if (sk_is_smc_path(sk) && sk_mode(sk) != USMC_MODE_MIGRATING) {
+			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
+			rc = 0;
+		}
+	} else if (sk_mode(sk) == USMC_MODE_SMCD && req == SIOCATMARK && arg) {
+		*(int *)arg = 0;
+		rc = 0;
+	}
+	usmc_sock_put(sk);
+	if (rc == USMC_PASS)
+		return real.ioctl(fd, req, arg);
+	return rc;
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct usmc_sock *sk;
+	int err;
+
+	ENSURE_REAL(getsockopt);
+	if (level != SOL_SOCKET || name != SO_ERROR || !val || !len || *len < sizeof(int))
+		return real.getsockopt(fd, level, name, val, len);
+	sk = usmc_fd_get(fd);
+	if (!sk)
+		return real.getsockopt(fd, level, name, val, len);
+	usmc_sock_refresh(sk, fd);
+	err = atomic_exchange(&sk->sh->so_error, 0);
+	if (!err && sk_flag(sk, SKF_ABORTED) &&
+	    !(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN))
+		err = ECONNRESET;
+	usmc_sock_put(sk);
+	if (!err)
+		return real.getsockopt(fd, level, name, val, len);
+	*(int *)val = err;
+	*len = sizeof(int);
+	return 0;
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct usmc_sock *sk;
+	int rc;
+
+	ENSURE_REAL(setsockopt);
+	rc = real.setsockopt(fd, level, name, val, len);
+	if (rc || level != SOL_SOCKET || name != SO_LINGER || len < sizeof(struct linger))
+		return rc;
+	sk = usmc_fd_get(fd);
+	if (sk) {
+		const struct linger *l = val;
+
+		if (l->l_onoff && !l->l_linger)
+			sk_set_flag(sk, SKF_LINGER0);
+		else
+			sk_clear_flag(sk, SKF_LINGER0);
+		usmc_sock_put(sk);
+	}
+	return rc;
+}
+
+/* ---- data path -------------------------------------------------------- */
+
+/* Receive into iov on a tracked socket; USMC_PASS when it is plain TCP. */
+static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
+{
+	if (!sk_is_smc_path(sk))
+		return USMC_PASS;
+	return usmc_rx(sk, fd, iov, cnt, flags);
+}
+
+static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
+{
+	if (!sk_is_smc_path(sk))
+		return USMC_PASS;
+	return usmc_tx(sk, fd, iov, cnt, flags);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(read);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.read(fd, buf, n);
+	r = sk_rx(sk, fd, &v, 1, 0);
+	if (r == USMC_PASS) {
+		r = real.read(fd, buf, n);
+		tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(write);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.write(fd, buf, n);
+	r = sk_tx(sk, fd, &v, 1, 0);
+	if (r == USMC_PASS) {
+		r = real.write(fd, buf, n);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(readv);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.readv(fd, iov, cnt);
+	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL : sk_rx(sk, fd, iov, cnt, 0);
+	if (r == USMC_PASS) {
+		r = real.readv(fd, iov, cnt);
+		tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(writev);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.writev(fd, iov, cnt);
+	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL : sk_tx(sk, fd, iov, cnt, 0);
+	if (r == USMC_PASS) {
+		r = real.writev(fd, iov, cnt);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recv);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recv(fd, buf, n, flags);
+	r = sk_rx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.recv(fd, buf, n, flags);
+		if (!(flags & MSG_PEEK))
+			tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(send);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.send(fd, buf, n, flags);
+	r = sk_tx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.send(fd, buf, n, flags);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
+			socklen_t *salen)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recvfrom);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvfrom(fd, buf, n, flags, sa, salen);
+	r = sk_rx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.recvfrom(fd, buf, n, flags, sa, salen);
+		if (!(flags & MSG_PEEK))
+			tcp_count(sk, r, false);
+	} else {
+		/* A stream socket reports no source address. */
+		if (r >= 0 && sa && salen)
+			*salen = 0;
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
+		      socklen_t salen)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendto);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendto(fd, buf, n, flags, sa, salen);
+	r = sk_tx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.sendto(fd, buf, n, flags, sa, salen);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recvmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvmsg(fd, msg, flags);
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_rx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.recvmsg(fd, msg, flags);
+		if (!(flags & MSG_PEEK))
+			tcp_count(sk, r, false);
+	} else {
+		if (r >= 0) {
+			msg->msg_namelen = 0;
+			msg->msg_controllen = 0;
+			msg->msg_flags = 0;
+		}
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendmsg(fd, msg, flags);
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_tx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.sendmsg(fd, msg, flags);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t)
+{
+	struct usmc_sock *sk;
+	unsigned int i;
+	ssize_t r;
+
+	ENSURE_REAL(recvmmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvmmsg(fd, v, n, flags, t);
+	if (!sk_is_smc_path(sk)) {
+		usmc_sock_put(sk);
+		return real.recvmmsg(fd, v, n, flags, t);
+	}
+	for (i = 0; i < n; i++) {
+		r = recvmsg(fd, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
+		if (r < 0)
+			break;
+		v[i].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+	}
+	usmc_sock_put(sk);
+	if (i)
+		return (int)i;
+	return -1;
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct usmc_sock *sk;
+	unsigned int i;
+	ssize_t r;
+
+	ENSURE_REAL(sendmmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendmmsg(fd, v, n, flags);
+	if (!sk_is_smc_path(sk)) {
+		usmc_sock_put(sk);
+		return real.sendmmsg(fd, v, n, flags);
+	}
+	for (i = 0; i < n; i++) {
+		r = sendmsg(fd, &v[i].msg_hdr, flags);
+		if (r < 0)
+			break;
+		v[i].msg_len = (unsigned int)r;
+	}
+	usmc_sock_put(sk);
+	if (i)
+		return (int)i;
+	return -1;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendfile);
+	sk = usmc_fd_get(out);
+	if (likely(!sk))
+		return real.sendfile(out, in, off, count);
+	r = sk_is_smc_path(sk) ? usmc_tx_from_fd(sk, out, in, off, count) : USMC_PASS;
+	if (r == USMC_PASS) {
+		r = real.sendfile(out, in, off, count);
+		tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}
+
+EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	struct usmc_sock *si, *so;
+	ssize_t r = USMC_PASS;
+
+	ENSURE_REAL(splice);
+	si = usmc_fd_get(in);
+	so = usmc_fd_get(out);
+	if (so && sk_is_smc_path(so) && !off_in)
+		r = usmc_tx_from_fd(so, out, in, NULL, len);
+	else if (si && sk_is_smc_path(si) && !off_out)
+		r = usmc_rx_to_fd(si, in, out, len, (int)flags);
+	if (r == USMC_PASS)
+		r = real.splice(in, off_in, out, off_out, len, flags);
+	else
+		r = ret(r);
+	if (si)
+		usmc_sock_put(si);
+	if (so)
+		usmc_sock_put(so);
+	return r;
+}
+
+/* ---- readiness -------------------------------------------------------- */
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	ENSURE_REAL(poll);
+	return (int)ret(usmc_poll(fds, n, timeout, NULL, false));
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	int t = -1;
+
+	ENSURE_REAL(ppoll);
+	if (ts)
+		t = (int)MIN((long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000,
+			     (long long)0x7fffffff);
+	return (int)ret(usmc_poll(fds, n, t, mask, true));
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+	bool handled;
+	int rc, t = -1;
+
+	ENSURE_REAL(select);
+	if (tv)
+		t = (int)MIN((long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000,
+			     (long long)0x7fffffff);
+	rc = usmc_select(nfds, r, w, e, t, NULL, false, &handled);
+	if (!handled)
+		return real.select(nfds, r, w, e, tv);
+	if (tv && rc >= 0 && rc == 0) {
+		tv->tv_sec = 0;
+		tv->tv_usec = 0;
+	}
+	return (int)ret(rc);
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,
+		   const sigset_t *mask)
+{
+	bool handled;
+	int rc, t = -1;
+
+	ENSURE_REAL(pselect);
+	if (ts)
+		t = (int)MIN((long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000,
+			     (long long)0x7fffffff);
+	rc = usmc_select(nfds, r, w, e, t, mask, true, &handled);
+	if (!handled)
+		return real.pselect(nfds, r, w, e, ts, mask);
+	return (int)ret(rc);
+}
+
+EXPORT int epoll_create(int size)
+{
+	int fd;
+
+	ENSURE_REAL(epoll_create);
+	fd = real.epoll_create(size);
+	if (fd >= 0)
+		usmc_epoll_created(fd);
+	return fd;
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	int fd;
+
+	ENSURE_REAL(epoll_create1);
+	fd = real.epoll_create1(flags);
+	if (fd >= 0)
+		usmc_epoll_created(fd);
+	return fd;
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int rc;
+
+	ENSURE_REAL(epoll_ctl);
+	rc = usmc_epoll_ctl(epfd, op, fd, ev);
+	if (rc == USMC_PASS)
+		return real.epoll_ctl(epfd, op, fd, ev);
+	return (int)ret(rc);
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	int rc;
+
+	ENSURE_REAL(epoll_wait);
+	rc = usmc_epoll_wait(epfd, ev, max, timeout, NULL, false);
+	if (rc == USMC_PASS)
+		return real.epoll_wait(epfd, ev, max, timeout);
+	return (int)ret(rc);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+		       const sigset_t *mask)
+{
+	int rc;
+
+	ENSURE_REAL(epoll_pwait);
+	rc = usmc_epoll_wait(epfd, ev, max, timeout, mask, true);
+	if (rc == USMC_PASS)
+		return real.epoll_pwait(epfd, ev, max, timeout, mask);
+	return (int)ret(rc);
+}
+
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	int rc, t = -1;
+
+	ENSURE_REAL(epoll_pwait2);
+	if (ts)
+		t = (int)MIN((long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000,
+			     (long long)0x7fffffff);
+	rc = usmc_epoll_wait(epfd, ev, max, t, mask, true);
+	if (rc == USMC_PASS)
+		return real.epoll_pwait2(epfd, ev, max, ts, mask);
+	return (int)ret(rc);
+}
+
+/* ---- fortified variants (_FORTIFY_SOURCE builds call these) ------------ */
+
+extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *sa, socklen_t *salen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		const sigset_t *mask, size_t fdslen);
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+			      struct sockaddr *sa, socklen_t *salen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, sa, salen);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		       const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}
+
+/* ---- process lifetime ------------------------------------------------- */
+
+static void atfork_child(void)
+{
+	usmc_fd_after_fork();
+	usmc_family_after_fork();
+	usmc_lgr_after_fork();
+	usmc_epoll_after_fork();
+	usmc_stats_after_fork();
+}
+
+static void exit_listener(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+{
+	/* The last holder of a listener leaves: unregister it now rather
+	 * than leaving it to garbage collection. */
+	if (sk->kind == SK_LISTEN && LOAD_RELAXED(&sk->sh->refs) == 1)
+		usmc_listen_release(sk);
+}
+
+__attribute__((constructor)) static void usmc_init(void)
+{
+	usmc_options_load();
+	usmc_real_init();
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+__attribute__((destructor)) static void usmc_fini(void)
+{
+	usmc_fd_foreach(exit_listener, NULL);
+	usmc_lgr_exit();
+	usmc_stats_detach();
+}

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lgr.c - link group lifetime, slot allocation and reuse, doorbell caching.
+ *
+ * Locking: lgr_list_lock protects the process's list of link groups and
+ * their refs; each link group's lock protects its bell cache.  Slot state
+ * (struct usmc_cdc_client.state) is changed with compare-and-swap only, so
+ * forked children that still hold an inherited connection can release
+ * their slot without any lock.
+ */
+#include "lgr.h"
+#include "log.h"
+#include "options.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <stdlib.h>
+
+BUILD_BUG_ON(sizeof(struct usmc_cdc_ctrl) != 512);
+BUILD_BUG_ON(sizeof(struct usmc_cdc_client) != 64);
+
+#define LGR_IDLE_KEEP	16	/* idle link groups kept attached per process */
+
+static pthread_mutex_t lgr_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct usmc_lgr *lgr_list;
+
+static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
+{
+	struct usmc_lgr *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->id = id;
+	l->owner = owner;
+	l->pid = getpid();
+	l->mem_fd = -1;
+	l->dev = &usmc_dev_loopback;
+	pthread_mutex_init(&l->lock, NULL);
+	return l;
+}
+
+static int lgr_bells_alloc(struct usmc_lgr *l)
+{
+	uint32_t i;
+
+	l->bells = malloc(sizeof(*l->bells) * l->nslots);
+	if (!l->bells)
+		return -ENOMEM;
+	for (i = 0; i < l->nslots; i++)
+		l->bells[i].own = l->bells[i].peer = -1;
+	return 0;
+}
+
+static void lgr_free(struct usmc_lgr *l)
+{
+	uint32_t i;
+
+	if (l->bells) {
+		for (i = 0; i < l->nslots; i++) {
+			usmc_ifd_close(l->bells[i].own);
+			usmc_ifd_close(l->bells[i].peer);
+		}
+		free(l->bells);
+	}
+	l->dev->lgr_release(l);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+/*
+ * Can the owner hand out slot k again?  Only once the server side let go of
+ * the previous generation, or nobody on the server side is alive any more.
+ */
+static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t gen)
+{
+	uint64_t ans = LOAD_ACQUIRE(&c->s.answer);
+
+	if (LOAD_ACQUIRE(&c->s.released_gen) == gen)
+		return true;
+	if (CDC_ANS_GEN(ans) == gen && CDC_ANS_KIND(ans) == CDC_ANS_DECLINE)
+		return true;
+	return !l->dev->lgr_peer_alive(l);
+}
+
+/* Claim a slot in l; returns the slot or -1.  Caller holds a ref on l. */
+static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
+{
+	uint32_t i;
+
+	for (i = 0; i < l->nslots; i++) {
+		struct usmc_cdc_ctrl *c = &l->ctrl[i];
+		uint32_t st = LOAD_ACQUIRE(&c->c.state), g;
+
+		if (st == SLOT_BUSY)
+			continue;
+		g = LOAD_RELAXED(&c->c.gen);
+		if (st == SLOT_DRAIN && !slot_reusable(l, c, g))
+			continue;
+		if (!atomic_compare_exchange_strong(&c->c.state, &st, SLOT_BUSY))
+			continue;
+		if (st == SLOT_DRAIN || g)
+			STAT_INC(dmbs_reused);
+		/* New generation; the peer ignores answers for older ones. */
+		g++;
+		if (!g)
+			g = 1;
+		/* The server let go of the slot: every line starts over. */
+		cdc_reset_prod(&c->c2s_p);
+		cdc_reset_cons(&c->c2s_c);
+		cdc_reset_prod(&c->s2c_p);
+		cdc_reset_cons(&c->s2c_c);
+		STORE_RELEASE(&c->c.gen, g);
+		*gen = g;
+		return (int)i;
+	}
+	return -1;
+}
+
+int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uint32_t *gen)
+{
+	struct usmc_lgr *l;
+	pid_t me = getpid();
+	int s, rc;
+
+	pthread_mutex_lock(&lgr_list_lock);
+	for (l = lgr_list; l; l = l->next) {
+		if (!l->owner || l->pid != me || l->ln_id != ln_id ||
+		    l->ring_size != (uint32_t)usmc_opt.ring_size)
+			continue;
+		s = lgr_claim(l, gen);
+		if (s >= 0)
+			goto found;
+	}
+	pthread_mutex_unlock(&lgr_list_lock);
+
+	/* No room: a new link group (the first contact, in SMC terms). */
+	l = lgr_alloc(usmc_random64(), true);
+	if (!l)
+		return USMC_R_MEM;
+	l->ln_id = ln_id;
+	l->nslots = (uint32_t)usmc_opt.lgr_slots;
+	l->ring_size = (uint32_t)usmc_opt.ring_size;
+	rc = l->dev->lgr_create(l);
+	if (rc) {
+		usmc_dbg(1, "link group create failed: %s", strerror(-rc));
+		free(l);
+		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	if (lgr_bells_alloc(l)) {
+		lgr_free(l);
+		return USMC_R_MEM;
+	}
+	pthread_mutex_lock(&lgr_list_lock);
+	l->next = lgr_list;
+	lgr_list = l;
+	s = lgr_claim(l, gen);
+	if (s < 0) {
+		pthread_mutex_unlock(&lgr_list_lock);
+		return USMC_R_LIMIT;
+	}
+found:
+	l->refs++;
+	pthread_mutex_unlock(&lgr_list_lock);
+	rc = l->dev->register_dmb(l, (uint32_t)s);
+	if (rc) {
+		usmc_lgr_slot_put(l, (uint32_t)s, *gen, false);
+		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	STAT_ADD(dmbs_registered, 2);
+	*out = l;
+	*slot = (uint32_t)s;
+	return 0;
+}
+
+/* Drop idle link groups beyond LGR_IDLE_KEEP or whose peer is gone. */
+static void lgr_prune_locked(void)
+{
+	struct usmc_lgr **pp = &lgr_list, *l;
+	unsigned int idle = 0;
+
+	while ((l = *pp)) {
+		bool drop = false;
+
+		if (!l->refs) {
+			idle++;
+			if (idle > LGR_IDLE_KEEP)
+				drop = true;
+			else if (!l->owner && !l->dev->lgr_peer_alive(l))
+				drop = true;
+		}
+		if (drop) {
+			*pp = l->next;
+			lgr_free(l);
+			continue;
+		}
+		pp = &l->next;
+	}
+}
+
+void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)
+{
+	struct usmc_cdc_ctrl *c = &l->ctrl[slot];
+	uint32_t busy = SLOT_BUSY;
+
+	if (LOAD_RELAXED(&c->c.gen) == gen)
+		atomic_compare_exchange_strong(&c->c.state, &busy,
+					       server_attached ? SLOT_DRAIN : SLOT_FREE);
+	usmc_lgr_put(l);
+}
+
+int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
+{
+	struct usmc_lgr *l;
+	int rc;
+
+	pthread_mutex_lock(&lgr_list_lock);
+	for (l = lgr_list; l; l = l->next)
+		if (!l->owner && l->id == id)
+			break;
+	if (l) {
+		l->refs++;
+		pthread_mutex_unlock(&lgr_list_lock);
+		*out = l;
+		return 0;
+	}
+	lgr_prune_locked();
+	pthread_mutex_unlock(&lgr_list_lock);
+
+	l = lgr_alloc(id, false);
+	if (!l)
+		return -ENOMEM;
+	rc = l->dev->lgr_attach(l);
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	if (lgr_bells_alloc(l)) {
+		lgr_free(l);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&lgr_list_lock);
+	l->refs = 1;
+	l->next = lgr_list;
+	lgr_list = l;
+	pthread_mutex_unlock(&lgr_list_lock);
+	*out = l;
+	return 0;
+}
+
+void usmc_lgr_put(struct usmc_lgr *l)
+{
+	pthread_mutex_lock(&lgr_list_lock);
+	if (--l->refs == 0)
+		l->idle_since_ns = usmc_now_ns();
+	pthread_mutex_unlock(&lgr_list_lock);
+}
+
+int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer)
+{
+	struct usmc_lgr_bell *b = &l->bells[slot];
+	int rc = 0;
+
+	pthread_mutex_lock(&l->lock);
+	if (b->own < 0) {
+		rc = l->dev->attach_dmb(l, slot, l->owner, &b->own, &b->peer);
+		if (rc)
+			b->own = b->peer = -1;
+	}
+	*own = b->own;
+	*peer = b->peer;
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+void usmc_lgr_after_fork(void)
+{
+	struct usmc_lgr *l;
+
+	/* Single-threaded child: reset locks a parent thread may have held. */
+	pthread_mutex_init(&lgr_list_lock, NULL);
+	for (l = lgr_list; l; l = l->next)
+		pthread_mutex_init(&l->lock, NULL);
+}
+
+void usmc_lgr_exit(void)
+{
+	struct usmc_lgr *l;
+
+	/* Only names are removed: peers keep their mappings and descriptors. */
+	for (l = lgr_list; l; l = l->next)
+		if (l->owner && l->pid == getpid())
+			l->dev->lgr_unpublish(l);
+}

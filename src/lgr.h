@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lgr.h - link groups: what two peers share.
+ *
+ * A link group is created by a client process for one listener (a server
+ * process family) and holds up to nslots connections: per slot a control
+ * block (cdc.h) and two DMB rings.  Everything in it is only ever seen by
+ * those two peers, so a misbehaving peer can only break connections with
+ * itself.  Slots are reused (already mapped, already faulted in, doorbells
+ * already open), which is what makes connection setup cheap.
+ *
+ *   page 0                 struct usmc_lgr_hdr (owner-written, immutable)
+ *   ctrl_off               struct usmc_cdc_ctrl[nslots]
+ *   dmb_off + k*2*ring     slot k: client->server ring, then server->client
+ */
+#ifndef USMC_LGR_H
+#define USMC_LGR_H
+
+#include "cdc.h"
+#include "dev.h"
+
+#include <pthread.h>
+
+#define USMC_LGR_MAGIC		0x524750474d535555ULL	/* "UUSMCGPR" */
+#define USMC_LGR_MAX_SLOTS	1024
+
+struct usmc_lgr_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nslots;
+	uint64_t id;
+	uint32_t ring_size;
+	uint32_t owner_pid;
+	uint32_t owner_uid;
+	uint32_t dev;
+	uint64_t ctrl_off, dmb_off, size;
+};
+
+struct usmc_lgr_bell {
+	int own, peer;			/* -1 until opened */
+};
+
+struct usmc_lgr {
+	uint64_t id;
+	uint64_t ln_id;			/* client: the listener it serves */
+	const struct usmc_dev_ops *dev;
+	bool owner;			/* created here (client side) */
+	pid_t pid;			/* owner: process allowed to allocate */
+	uint32_t nslots, ring_size;	/* private copies, validated at attach */
+	int mem_fd;
+	uint8_t *base;
+	size_t size;
+	struct usmc_cdc_ctrl *ctrl;
+	uint8_t *dmb;
+	int refs;			/* connections + cache reference (lgr_lock) */
+	uint64_t idle_since_ns;
+	struct usmc_lgr_bell *bells;	/* [nslots], under lock */
+	pthread_mutex_t lock;
+	struct usmc_lgr *next;
+};
+
+static inline struct usmc_cdc_ctrl *usmc_lgr_ctrl(struct usmc_lgr *l, uint32_t slot)
+{
+	return &l->ctrl[slot];
+}
+
+/* dir 0: client->server ring, dir 1: server->client ring. */
+static inline uint8_t *usmc_lgr_ring(struct usmc_lgr *l, uint32_t slot, int dir)
+{
+	return l->dmb + ((size_t)slot * 2 + (size_t)dir) * l->ring_size;
+}
+
+/* Client: a fresh slot towards listener ln_id (creates a link group). */
+int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uint32_t *gen);
+/* Client: the connection on slot/gen is gone here; server_attached says
+ * whether the server may still be using it. */
+void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
+
+/* Server: attach the client's link group by id (cached). */
+int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out);
+void usmc_lgr_put(struct usmc_lgr *l);
+
+/* Both: doorbell descriptors for a slot (cached, owned by the lgr). */
+int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer);
+
+/* After fork: the child allocates from link groups of its own. */
+void usmc_lgr_after_fork(void);
+/* Process exit: owners remove their link groups from the runtime dir. */
+void usmc_lgr_exit(void);
+
+#endif

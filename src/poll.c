@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: MIT
+/*
+ * poll.c - poll(2), ppoll(2), select(2), pselect(2) over sets that mix
+ * shared-memory connections with anything else.
+ *
+ * A set without shared-memory connections goes straight to the kernel.
+ * Otherwise: report what is ready now; if nothing is, spin briefly (only
+ * when every descriptor is ours), arm the doorbells, and sleep in the kernel
+ * on the application's other descriptors plus, per connection, its doorbell
+ * and its TCP socket (FIN/RST = peer gone).  Readiness of a connection is
+ * always recomputed from the rings, never taken from the doorbell.
+ */
+#include "fdtab.h"
+#include "log.h"
+#include "options.h"
+#include "poll.h"
+#include "real.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <stdlib.h>
+#include <sys/select.h>
+
+#define POLL_STACK	32
+
+struct pent {
+	int idx;			/* index in the application's array */
+	struct usmc_sock *sk;
+	int kidx;			/* first kernel slot (bell, then TCP) */
+	int nk;
+};
+
+static short app_mask(short events)
+{
+	return (short)(events | POLLERR | POLLHUP | POLLNVAL);
+}
+
+/* Readiness of a translated connection; may settle connect/CLC state. */
+short usmc_poll_revents(struct usmc_sock *sk, int fd, short events)
+{
+	unsigned int ev;
+
+	usmc_sock_refresh(sk, fd);
+	ev = usmc_sock_poll(sk);
+	return (short)(ev & (unsigned int)app_mask(events));
+}
+
+bool usmc_poll_translated(struct usmc_sock *sk)
+{
+	uint32_t m;
+
+	if (sk->kind != SK_CONN)
+		return false;
+	m = sk_mode(sk);
+	return m == USMC_MODE_SMCD || (m == USMC_MODE_PROPOSED && !sk_flag(sk, SKF_CONNECTING));
+}
+
+static int64_t ms_left(uint64_t deadline)
+{
+	uint64_t now = usmc_now_ns();
+
+	if (now >= deadline)
+		return 0;
+	return (int64_t)((deadline - now + 999999) / 1000000);
+}
+
+/*
+ * A server connection still undecided is polled as plain TCP; when its TCP
+ * socket turns readable (the client's wake byte, or real TCP bytes) it is
+ * settled, and if it moved onto shared memory the poll starts over with
+ * its readiness taken from the rings instead.
+ */
+static bool poll_undecided_moved(struct pollfd *fds, nfds_t n)
+{
+	bool moved = false;
+	nfds_t j;
+
+	for (j = 0; j < n; j++) {
+		struct usmc_sock *sk;
+
+		if (!(fds[j].revents & POLLIN) || fds[j].fd < 0)
+			continue;
+		sk = usmc_fd_get(fds[j].fd);
+		if (!sk)
+			continue;
+		if (sk_mode(sk) == USMC_MODE_UNDECIDED) {
+			usmc_server_resolve(sk, fds[j].fd, false);
+			if (usmc_poll_translated(sk))
+				moved = true;
+		}
+		usmc_sock_put(sk);
+	}
+	return moved;
+}
+
+int usmc_poll(struct pollfd *fds, nfds_t n, int timeout, const sigset_t *mask, bool use_mask)
+{
+	struct pent stack_ent[POLL_STACK], *ent = stack_ent;
+	struct pollfd stack_k[POLL_STACK * 2], *kfds = stack_k;
+	uint64_t deadline = 0;
+	int nent = 0, nk = 0, ready, rc, i, restarts = 0;
+	bool undecided;
+	nfds_t j;
+
+	if (timeout > 0)
+		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
+restart:
+	undecided = false;
+	for (j = 0; j < n; j++) {
+		struct usmc_sock *sk = fds[j].fd >= 0 ? usmc_fd_get(fds[j].fd) : NULL;
+
+		if (!sk)
+			continue;
+		usmc_sock_refresh(sk, fds[j].fd);
+		if (sk_mode(sk) == USMC_MODE_UNDECIDED) {
+			usmc_server_resolve(sk, fds[j].fd, false);
+			undecided |= sk_mode(sk) == USMC_MODE_UNDECIDED;
+		}
+		if (!usmc_poll_translated(sk)) {
+			if (sk_mode(sk) == USMC_MODE_MIGRATING)
+				usmc_migrate_pump(sk, fds[j].fd, false);
+			usmc_sock_put(sk);
+			continue;
+		}
+		if (nent == POLL_STACK && ent == stack_ent) {
+			ent = malloc(sizeof(*ent) * n);
+			kfds = malloc(sizeof(*kfds) * (n * 2));
+			if (!ent || !kfds) {
+				free(ent);
+				free(kfds);
+				usmc_sock_put(sk);
+				for (i = 0; i < nent; i++)
+					usmc_sock_put(stack_ent[i].sk);
+				return -ENOMEM;
+			}
+			memcpy(ent, stack_ent, sizeof(stack_ent));
+		}
+		ent[nent].idx = (int)j;
+		ent[nent].sk = sk;
+		nent++;
+	}
+	if (!nent) {
+		if (use_mask) {
+			struct timespec ts, *tp = NULL;
+
+			if (timeout >= 0) {
+				ts.tv_sec = timeout / 1000;
+				ts.tv_nsec = (timeout % 1000) * 1000000L;
+				tp = &ts;
+			}
+			rc = real.ppoll(fds, n, tp, mask);
+		} else {
+			rc = real.poll(fds, n, timeout);
+		}
+		if (rc > 0 && undecided && poll_undecided_moved(fds, n) && restarts++ < 8) {
+			if (timeout > 0 && !(timeout = (int)ms_left(deadline)))
+				return 0;
+			goto restart;
+		}
+		return rc < 0 ? -errno : rc;
+	}
+	if (n > POLL_STACK && kfds == stack_k) {
+		kfds = malloc(sizeof(*kfds) * (n * 2));
+		if (!kfds) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	for (;;) {
+		bool all_ours = (nfds_t)nent == n;
+		int kt = timeout;
+
+		/* 1. what is ready now */
+		ready = 0;
+		for (i = 0; i < nent; i++) {
+			struct pollfd *p = &fds[ent[i].idx];
+
+			p->revents = usmc_poll_revents(ent[i].sk, p->fd, p->events);
+			if (p->revents)
+				ready++;
+		}
+		/* 2. spin when nothing else could wake us anyway */
+		if (!ready && all_ours && timeout != 0) {
+			uint64_t t0 = usmc_now_ns(), budget;
+
+			budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
+				 (uint64_t)usmc_opt.spin_us * 1000;
+			if (nent > 8)
+				budget /= 4;
+			while (!ready && usmc_now_ns() - t0 < budget) {
+				for (i = 0; i < 64; i++)
+					cpu_relax();
+				for (i = 0; i < nent; i++) {
+					struct pollfd *p = &fds[ent[i].idx];
+
+					p->revents = usmc_poll_revents(ent[i].sk, p->fd, p->events);
+					if (p->revents)
+						ready++;
+				}
+			}
+		}
+		/* 3. arm, then build the kernel set */
+		nk = 0;
+		for (j = 0; j < n; j++)
+			kfds[nk++] = fds[j];
+		if (!ready) {
+			for (i = 0; i < nent; i++) {
+				struct usmc_sock *sk = ent[i].sk;
+				struct pollfd *p = &fds[ent[i].idx];
+				int what = (p->events & (POLLIN | POLLRDNORM | POLLRDHUP) ? USMC_WAIT_RX : 0) |
+					   (p->events & (POLLOUT | POLLWRNORM) ? USMC_WAIT_TX : 0);
+
+				sk->lgr->dev->drain(sk->bell_own);
+				if (usmc_arm(sk, what ? what : USMC_WAIT_RX)) {
+					p->revents = usmc_poll_revents(sk, p->fd, p->events);
+					if (p->revents)
+						ready++;
+				}
+			}
+		}
+		if (ready)
+			kt = 0;
+		for (i = 0; i < nent; i++) {
+			struct pollfd *p = &kfds[ent[i].idx];
+			struct usmc_sock *sk = ent[i].sk;
+
+			/* The application's slot becomes the TCP watch (EOF/RST). */
+			p->events = POLLIN | POLLRDHUP;
+			if (sk_flag(sk, SKF_TCP_EOF))
+				p->fd = -1;
+			ent[i].kidx = nk;
+			kfds[nk].fd = sk->bell_own;
+			kfds[nk].events = POLLIN;
+			kfds[nk].revents = 0;
+			nk++;
+		}
+		if (use_mask) {
+			struct timespec ts, *tp = NULL;
+
+			if (kt >= 0) {
+				ts.tv_sec = kt / 1000;
+				ts.tv_nsec = (kt % 1000) * 1000000L;
+				tp = &ts;
+			}
+			rc = real.ppoll(kfds, (nfds_t)nk, tp, mask);
+		} else {
+			rc = real.poll(kfds, (nfds_t)nk, kt);
+		}
+		if (rc < 0) {
+			rc = -errno;
+			if (!ready)
+				goto out;
+		}
+		/* 4. merge */
+		ready = 0;
+		for (j = 0; j < n; j++)
+			fds[j].revents = kfds[j].revents;
+		for (i = 0; i < nent; i++) {
+			struct pollfd *p = &fds[ent[i].idx];
+			struct usmc_sock *sk = ent[i].sk;
+
+			if (kfds[ent[i].idx].revents)
+				usmc_check_tcp(sk, p->fd);
+			p->revents = usmc_poll_revents(sk, p->fd, p->events);
+		}
+		if (undecided && poll_undecided_moved(fds, n) && restarts++ < 8) {
+			for (i = 0; i < nent; i++)
+				usmc_sock_put(ent[i].sk);
+			if (ent != stack_ent)
+				free(ent);
+			if (kfds != stack_k)
+				free(kfds);
+			ent = stack_ent;
+			kfds = stack_k;
+			nent = 0;
+			if (timeout > 0 && !(timeout = (int)ms_left(deadline)))
+				return 0;
+			goto restart;
+		}
+		for (j = 0; j < n; j++)
+			if (fds[j].revents)
+				ready++;
+		if (ready || timeout == 0)
+			break;
+		if (timeout > 0) {
+			timeout = (int)ms_left(deadline);
+			if (!timeout)
+				break;
+		}
+		/* A doorbell without readiness (stale wake-up): sleep again. */
+	}
+	rc = ready;
+out:
+	for (i = 0; i < nent; i++)
+		usmc_sock_put(ent[i].sk);
+	if (ent != stack_ent)
+		free(ent);
+	if (kfds != stack_k)
+		free(kfds);
+	return rc;
+}
+
+/* select(2) family: any shared-memory connection in the sets? */
+static bool sets_translated(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+	int fd;
+
+	for (fd = 0; fd < nfds && fd < FD_SETSIZE; fd++) {
+		struct usmc_sock *sk;
+		bool t;
+
+		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
+			continue;
+		sk = usmc_fd_get(fd);
+		if (!sk)
+			continue;
+		t = usmc_poll_translated(sk);
+		usmc_sock_put(sk);
+		if (t)
+			return true;
+	}
+	return false;
+}
+
+int usmc_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms,
+		const sigset_t *mask, bool use_mask, bool *handled)
+{
+	struct pollfd stack[64], *p = stack;
+	int n = 0, fd, rc, count = 0;
+
+	*handled = false;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	if (nfds <= 0 || !sets_translated(nfds, r, w, e))
+		return 0;
+	*handled = true;
+	if (nfds > 64) {
+		p = malloc(sizeof(*p) * (size_t)nfds);
+		if (!p)
+			return -ENOMEM;
+	}
+	for (fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		p[n].fd = fd;
+		p[n].events = ev;
+		p[n].revents = 0;
+		n++;
+	}
+	rc = usmc_poll(p, (nfds_t)n, timeout_ms, mask, use_mask);
+	if (rc < 0)
+		goto out;
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (e)
+		FD_ZERO(e);
+	for (fd = 0; fd < n; fd++) {
+		short re = p[fd].revents;
+
+		if (re & POLLNVAL) {
+			rc = -EBADF;
+			goto out;
+		}
+		/* select reports errors and hang-ups as readable/writable. */
+		if (r && (p[fd].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[fd].fd, r);
+			count++;
+		}
+		if (w && (p[fd].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[fd].fd, w);
+			count++;
+		}
+		if (e && (p[fd].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[fd].fd, e);
+			count++;
+		}
+	}
+	rc = count;
+out:
+	if (p != stack)
+		free(p);
+	return rc;
+}

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: MIT
+/*
+ * registry.c - listener and namespace records shared by all usmc processes.
+ */
+#include "registry.h"
+#include "clc.h"
+#include "log.h"
+#include "options.h"
+#include "rundir.h"
+#include "shm.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static struct usmc_registry *reg;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t netns_cached;
+
+/* Seqlock record layout must be a whole number of words. */
+BUILD_BUG_ON(sizeof(struct usmc_reg_listener) % 8);
+BUILD_BUG_ON(sizeof(struct usmc_reg_netns) % 8);
+
+uint64_t usmc_netns_self(void)
+{
+	uint64_t v = LOAD_RELAXED(&netns_cached);
+	struct stat st;
+
+	if (v)
+		return v;
+	if (stat("/proc/self/ns/net", &st))
+		return 0;
+	v = usmc_mix64(((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino) | 1;
+	STORE_RELAXED(&netns_cached, v);
+	return v;
+}
+
+void usmc_netns_reset(void)
+{
+	STORE_RELAXED(&netns_cached, 0);
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int registry_open(void)
+{
+	size_t len = sizeof(struct usmc_registry);
+	struct usmc_registry *r;
+	char tmp[64];
+	struct stat st;
+	int fd, rc;
+
+	rc = usmc_rundir_init();
+	if (rc)
+		return rc;
+	fd = usmc_rundir_open("registry", O_RDWR, 0);
+	if (fd == -ENOENT) {
+		snprintf(tmp, sizeof(tmp), "t-registry-%016llx",
+			 (unsigned long long)usmc_random64());
+		fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
+		if (fd < 0)
+			return fd;
+		if (ftruncate(fd, (off_t)len) || !(r = usmc_map_shared(fd, len))) {
+			rc = -errno;
+			usmc_ifd_close(fd);
+			usmc_rundir_unlink(tmp, false);
+			return rc;
+		}
+		r->version = USMC_PROTO_VERSION;
+		r->nlisteners = USMC_REG_LISTENERS;
+		r->nnetns = USMC_REG_NETNS;
+		STORE_RELEASE((_Atomic uint64_t *)&r->magic, USMC_REG_MAGIC);
+		usmc_ifd_close(fd);
+		if (!renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), "registry",
+			       RENAME_NOREPLACE)) {
+			reg = r;
+			return 0;
+		}
+		munmap(r, len);
+		usmc_rundir_unlink(tmp, false);
+		fd = usmc_rundir_open("registry", O_RDWR, 0);
+	}
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || (size_t)st.st_size < len || !(r = usmc_map_shared(fd, len))) {
+		usmc_ifd_close(fd);
+		return -EBADMSG;
+	}
+	usmc_ifd_close(fd);
+	if (LOAD_ACQUIRE((_Atomic uint64_t *)&r->magic) != USMC_REG_MAGIC ||
+	    r->version != USMC_PROTO_VERSION || r->nlisteners != USMC_REG_LISTENERS ||
+	    r->nnetns != USMC_REG_NETNS) {
+		munmap(r, len);
+		return -EBADMSG;
+	}
+	reg = r;
+	return 0;
+}
+
+int usmc_registry_attach(void)
+{
+	int rc = 0;
+
+	if (LOAD_ACQUIRE((_Atomic(struct usmc_registry *) *)&reg))
+		return 0;
+	pthread_mutex_lock(&reg_lock);
+	if (!reg)
+		rc = registry_open();
+	pthread_mutex_unlock(&reg_lock);
+	return rc;
+}
+
+struct usmc_registry *usmc_registry_get(void)
+{
+	return reg;
+}
+
+/* Copy a listener record if it is valid; false when free or in flux. */
+static bool listener_read(const struct usmc_reg_listener *src, struct usmc_reg_listener *dst)
+{
+	int tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		uint64_t s1 = LOAD_ACQUIRE(&src->seq), s2;
+
+		if (!s1 || (s1 & 1))
+			return false;
+		shm_load_words(dst, src, sizeof(*dst));
+		atomic_thread_fence(memory_order_acquire);
+		s2 = LOAD_RELAXED(&src->seq);
+		if (s1 == s2)
+			return true;
+	}
+	return false;
+}
+
+static bool netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst)
+{
+	int tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		uint64_t s1 = LOAD_ACQUIRE(&src->seq), s2;
+
+		if (!s1 || (s1 & 1))
+			return false;
+		shm_load_words(dst, src, sizeof(*dst));
+		atomic_thread_fence(memory_order_acquire);
+		s2 = LOAD_RELAXED(&src->seq);
+		if (s1 == s2 && dst->naddrs <= USMC_REG_ADDRS)
+			return true;
+	}
+	return false;
+}
+
+int usmc_registry_add(const struct usmc_reg_listener *rec)
+{
+	struct usmc_reg_listener tmp = *rec;
+	int i;
+
+	if (usmc_registry_attach())
+		return -ENOENT;
+	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		struct usmc_reg_listener *l = &reg->l[i];
+		uint64_t zero = 0;
+
+		if (LOAD_RELAXED(&l->seq))
+			continue;
+		if (!atomic_compare_exchange_strong(&l->seq, &zero, 1))
+			continue;
+		tmp.seq = 1;
+		shm_store_words(l, &tmp, sizeof(tmp));
+		/* pairs with the acquire load in listener_read() */
+		STORE_RELEASE(&l->seq, 2);
+		atomic_fetch_add(&reg->portcnt[rec->addr.port], 1);
+		return i;
+	}
+	return -ENOSPC;
+}
+
+void usmc_registry_del(int idx, uint64_t id)
+{
+	struct usmc_reg_listener *l;
+	uint64_t s;
+	uint16_t port;
+
+	if (!reg || idx < 0 || idx >= USMC_REG_LISTENERS)
+		return;
+	l = &reg->l[idx];
+	s = LOAD_ACQUIRE(&l->seq);
+	if (!s || (s & 1) || LOAD_RELAXED((_Atomic uint64_t *)&l->id) != id)
+		return;
+	port = l->addr.port;
+	/* Only the winner of this CAS frees the record and the port count. */
+	if (atomic_compare_exchange_strong(&l->seq, &s, 0))
+		atomic_fetch_sub(&reg->portcnt[port], 1);
+}
+
+/* Find or claim the namespace record for ns (caller serialises per process). */
+static struct usmc_reg_netns *netns_slot(uint64_t ns, bool create)
+{
+	struct usmc_reg_netns *free_slot = NULL;
+	int i;
+
+	for (i = 0; i < USMC_REG_NETNS; i++) {
+		struct usmc_reg_netns *n = &reg->ns[i];
+		uint64_t s = LOAD_ACQUIRE(&n->seq);
+
+		if (!s) {
+			if (!free_slot)
+				free_slot = n;
+			continue;
+		}
+		if (LOAD_RELAXED((_Atomic uint64_t *)&n->netns) == ns)
+			return n;
+	}
+	if (!create || !free_slot)
+		return NULL;
+	{
+		uint64_t zero = 0;
+
+		if (!atomic_compare_exchange_strong(&free_slot->seq, &zero, 1))
+			return NULL;
+		STORE_RELAXED((_Atomic uint64_t *)&free_slot->netns, ns);
+		STORE_RELAXED((_Atomic uint64_t *)&free_slot->updated_ns, 0);
+		STORE_RELEASE(&free_slot->seq, 2);
+	}
+	return free_slot;
+}
+
+int usmc_registry_publish_addrs(bool force)
+{
+	struct usmc_reg_netns tmp, *n;
+	uint64_t ns = usmc_netns_self(), s;
+	struct ifaddrs *ifa, *p;
+
+	if (!ns || usmc_registry_attach())
+		return -ENOENT;
+	n = netns_slot(ns, true);
+	if (!n)
+		return -ENOSPC;
+	if (!force && realtime_ns() - LOAD_RELAXED((_Atomic uint64_t *)&n->updated_ns) <
+		      5000000000ull)
+		return 0;
+	if (getifaddrs(&ifa))
+		return -errno;
+	memset(&tmp, 0, sizeof(tmp));
+	for (p = ifa; p && tmp.naddrs < USMC_REG_ADDRS; p = p->ifa_next) {
+		struct usmc_addr a;
+
+		if (!p->ifa_addr || !(p->ifa_flags & IFF_UP))
+			continue;
+		if (usmc_addr_from_sa(&a, p->ifa_addr, p->ifa_addr->sa_family == AF_INET ?
+				      sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
+			continue;
+		a.port = 0;
+		tmp.addrs[tmp.naddrs++] = a;
+	}
+	freeifaddrs(ifa);
+	tmp.netns = ns;
+	tmp.updated_ns = realtime_ns();
+	/* Writers of one namespace record race only with each other: take
+	 * the seqlock by making seq odd, write, make it even again. */
+	s = LOAD_ACQUIRE(&n->seq);
+	if ((s & 1) || !atomic_compare_exchange_strong(&n->seq, &s, s + 1))
+		return -EBUSY;
+	tmp.seq = s + 1;
+	shm_store_words(n, &tmp, sizeof(tmp));
+	STORE_RELEASE(&n->seq, s + 2);
+	return 0;
+}
+
+static bool netns_has_addr(uint64_t ns, const struct usmc_addr *a)
+{
+	struct usmc_reg_netns *n = netns_slot(ns, false), copy = { 0 };
+	uint32_t i;
+
+	if (!n || !netns_read(n, &copy))
+		return false;
+	for (i = 0; i < copy.naddrs; i++)
+		if (usmc_addr_ip_eq(&copy.addrs[i], a))
+			return true;
+	return false;
+}
+
+static bool uid_policy_ok(const struct usmc_reg_listener *l)
+{
+	return l->uid == (uint32_t)geteuid() || l->allow_all;
+}
+
+int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out)
+{
+	struct usmc_reg_listener copy = { 0 }, same = { 0 }, cross = { 0 };
+	int nsame = 0, ncross = 0, reason = USMC_R_PEER_NOT_USMC, i;
+	uint64_t self = usmc_netns_self();
+	bool loop = usmc_addr_is_loopback(dst), local_checked = false, local = false;
+
+	if (!reg || !LOAD_RELAXED(&reg->portcnt[dst->port]))
+		return USMC_R_PEER_NOT_USMC;
+	if (!self)
+		return USMC_R_UNCERTAIN;
+	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		const struct usmc_reg_listener *l = &reg->l[i];
+
+		if (l->addr.port != dst->port || !listener_read(l, &copy))
+			continue;
+		if (copy.addr.port != dst->port)
+			continue;
+		if (!usmc_addr_is_any(&copy.addr) && !usmc_addr_ip_eq(&copy.addr, dst))
+			continue;
+		if ((copy.flags & USMC_REG_F_V6ONLY) && usmc_addr_is_v4(dst))
+			continue;
+		if (usmc_addr_is_any(&copy.addr) &&
+		    usmc_addr_is_v4(&copy.addr) != usmc_addr_is_v4(dst) &&
+		    usmc_addr_is_v4(&copy.addr))
+			continue;	/* 0.0.0.0 listener does not take IPv6 */
+		if (copy.netns == self) {
+			if (!loop && !local_checked) {
+				usmc_registry_publish_addrs(false);
+				local = netns_has_addr(self, dst);
+				local_checked = true;
+			}
+			if (!loop && !local)
+				continue;
+			/* An exact bind wins over a wildcard one on the same port. */
+			if (nsame && !usmc_addr_is_any(&same.addr) &&
+			    usmc_addr_is_any(&copy.addr))
+				continue;
+			if (nsame && usmc_addr_is_any(&same.addr) &&
+			    !usmc_addr_is_any(&copy.addr))
+				nsame = 0;
+			same = copy;
+			nsame++;
+		} else {
+			if (loop || !netns_has_addr(copy.netns, dst))
+				continue;
+			cross = copy;
+			ncross++;
+		}
+	}
+	if (nsame == 1) {
+		*out = same;
+	} else if (nsame > 1) {
+		return USMC_R_UNCERTAIN;
+	} else if (ncross == 1) {
+		/* Another namespace, and not an address of ours: reached by route. */
+		if (!local_checked) {
+			usmc_registry_publish_addrs(false);
+			local = netns_has_addr(self, dst);
+		}
+		if (local)
+			return USMC_R_UNCERTAIN;
+		*out = cross;
+	} else if (ncross > 1) {
+		return USMC_R_UNCERTAIN;
+	} else {
+		return reason;
+	}
+	if (out->flags & USMC_REG_F_REUSEPORT)
+		return USMC_R_UNCERTAIN;
+	if (out->version != USMC_PROTO_VERSION)
+		return USMC_R_VERSION;
+	if (!uid_policy_ok(out))
+		return USMC_R_PERMISSION;
+	return 0;
+}
+
+int usmc_registry_gc(void)
+{
+	char name[32];
+	int i, n = 0;
+
+	if (usmc_registry_attach())
+		return 0;
+	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		struct usmc_reg_listener copy;
+		int fd;
+
+		if (!listener_read(&reg->l[i], &copy))
+			continue;
+		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
+		fd = usmc_rundir_open(name, O_RDONLY, 0);
+		if (fd >= 0) {
+			bool alive = usmc_lock_held(fd, 0);
+
+			usmc_ifd_close(fd);
+			if (alive)
+				continue;
+		} else if (fd != -ENOENT) {
+			continue;
+		}
+		usmc_registry_del(i, copy.id);
+		n++;
+	}
+	return n;
+}

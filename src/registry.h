@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.h - discovery: which addresses have a usmc listener, where.
+ *
+ * Kernel SMC learns that the peer speaks SMC from a TCP SYN option; a user
+ * space library cannot set one.  Instead every usmc listener publishes a
+ * record here (network namespace, bound address, port, CLC index id) and
+ * every namespace its local addresses.  A client only proposes when its
+ * destination certainly reaches a registered listener; otherwise it stays
+ * on TCP and the peer never sees a byte it would not have seen.
+ *
+ * Records are seqlock-protected: writers make seq odd while writing, even
+ * when valid, 0 when free.  Readers copy and re-check seq.
+ */
+#ifndef USMC_REGISTRY_H
+#define USMC_REGISTRY_H
+
+#include "usmc.h"
+
+#define USMC_REG_MAGIC		0x474552434d535555ULL	/* "UUSMCREG" */
+#define USMC_REG_LISTENERS	512
+#define USMC_REG_NETNS		128
+#define USMC_REG_ADDRS		32
+
+#define USMC_REG_F_REUSEPORT	0x1	/* SO_REUSEPORT: others may share the port */
+#define USMC_REG_F_V6ONLY	0x2	/* IPV6_V6ONLY listener: no v4-mapped peers */
+
+struct usmc_reg_listener {
+	_Atomic uint64_t seq;
+	uint64_t id;			/* CLC index file: ln-<id> */
+	uint64_t netns;			/* namespace identity, see usmc_netns_self() */
+	struct usmc_addr addr;		/* bound address; any = all local addresses */
+	uint32_t uid;			/* owner's effective uid */
+	uint32_t pid;			/* registering process (diagnostics) */
+	uint32_t flags;			/* USMC_REG_F_* */
+	uint32_t version;		/* USMC_PROTO_VERSION of the owner */
+	uint8_t devs[4];		/* device ids offered, by priority (0 = end) */
+	uint32_t allow_all;		/* 1: owner accepts any user */
+} __cacheline;
+
+struct usmc_reg_netns {
+	_Atomic uint64_t seq;
+	uint64_t netns;
+	uint64_t updated_ns;		/* CLOCK_REALTIME of the last refresh */
+	uint32_t naddrs;
+	uint32_t __pad;
+	struct usmc_addr addrs[USMC_REG_ADDRS];	/* ports unused */
+} __cacheline;
+
+struct usmc_registry {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nlisteners, nnetns;
+	_Atomic uint16_t portcnt[65536];	/* listeners per port: cheap negative lookups */
+	struct usmc_reg_listener l[USMC_REG_LISTENERS];
+	struct usmc_reg_netns ns[USMC_REG_NETNS];
+};
+
+/* The calling process's network namespace identity (0 when unknown). */
+uint64_t usmc_netns_self(void);
+void usmc_netns_reset(void);	/* after setns/unshare/fork */
+
+int usmc_registry_attach(void);
+struct usmc_registry *usmc_registry_get(void);
+
+/* Publish a listener; returns the record index or -errno. */
+int usmc_registry_add(const struct usmc_reg_listener *rec);
+void usmc_registry_del(int idx, uint64_t id);
+/* Refresh this namespace's address list (at most every few seconds). */
+int usmc_registry_publish_addrs(bool force);
+
+/*
+ * Client side: which listener does a connection to dst certainly reach?
+ * Returns 0 and fills *out, or a positive enum usmc_reason.
+ */
+int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out);
+
+/* Drop records whose listener index is gone or unlocked; returns count. */
+int usmc_registry_gc(void);
+
+#endif

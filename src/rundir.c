@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rundir.c - runtime directory: safe creation, safe opens, liveness locks,
+ * garbage collection of objects whose owner died.
+ *
+ * Threat model: the directory may sit in a world-writable place (/dev/shm),
+ * so every path is resolved relative to a directory fd opened with
+ * O_NOFOLLOW, files are created O_EXCL, and opened objects are fstat()ed
+ * before use.  Anything suspicious makes the caller fall back to TCP.
+ */
+#include "rundir.h"
+#include "log.h"
+#include "options.h"
+#include "sys.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <time.h>
+
+static pthread_mutex_t rundir_lock = PTHREAD_MUTEX_INITIALIZER;
+static int rundir_dfd = -1;
+static char rundir_path[256];
+
+const char *usmc_rundir_path(void)
+{
+	return rundir_path;
+}
+
+int usmc_rundir_fd(void)
+{
+	return rundir_dfd;
+}
+
+static bool uid_allowed(uid_t uid)
+{
+	const char *p = usmc_opt.allow;
+
+	if (uid == geteuid())
+		return true;
+	if (!strcmp(p, "all"))
+		return true;
+	while (*p) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v == uid)
+			return true;
+		p = end;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	return false;
+}
+
+bool usmc_rundir_owner_ok(const struct stat *st)
+{
+	return uid_allowed(st->st_uid);
+}
+
+static void default_path(char *buf, size_t len)
+{
+	struct statfs sfs;
+	const char *xdg;
+
+	if (statfs("/dev/shm", &sfs) == 0 && sfs.f_type == TMPFS_MAGIC) {
+		snprintf(buf, len, "/dev/shm/usmc-%u", (unsigned)geteuid());
+		return;
+	}
+	xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg && strlen(xdg) < len - 8) {
+		snprintf(buf, len, "%s/usmc", xdg);
+		return;
+	}
+	snprintf(buf, len, "/tmp/usmc-%u", (unsigned)geteuid());
+}
+
+int usmc_rundir_init(void)
+{
+	struct stat st;
+	int dfd, rc = 0;
+	bool dflt;
+
+	if (rundir_dfd >= 0)
+		return 0;
+	pthread_mutex_lock(&rundir_lock);
+	if (rundir_dfd >= 0)
+		goto out;
+	dflt = !usmc_opt.rundir[0];
+	if (dflt)
+		default_path(rundir_path, sizeof(rundir_path));
+	else
+		snprintf(rundir_path, sizeof(rundir_path), "%s", usmc_opt.rundir);
+
+	if (mkdir(rundir_path, 0700) && errno != EEXIST) {
+		rc = -errno;
+		usmc_dbg(1, "runtime directory %s: mkdir: %s", rundir_path, strerror(errno));
+		goto out;
+	}
+	dfd = open(rundir_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = -errno;
+		usmc_dbg(1, "runtime directory %s: open: %s", rundir_path, strerror(errno));
+		goto out;
+	}
+	if (fstat(dfd, &st) || !S_ISDIR(st.st_mode) || !uid_allowed(st.st_uid) ||
+	    (dflt && (st.st_uid != geteuid() || (st.st_mode & 0077)))) {
+		usmc_dbg(1, "runtime directory %s is not safe (owner %u mode %o)",
+			 rundir_path, (unsigned)st.st_uid, (unsigned)st.st_mode & 07777);
+		usmc_ifd_close(dfd);
+		rc = -EPERM;
+		goto out;
+	}
+	usmc_ifd_mark(dfd);
+	rundir_dfd = dfd;
+out:
+	pthread_mutex_unlock(&rundir_lock);
+	return rc;
+}
+
+int usmc_rundir_open(const char *name, int flags, mode_t mode)
+{
+	struct stat st;
+	int fd;
+
+	if (rundir_dfd < 0)
+		return -ENOENT;
+	if (flags & O_CREAT)
+		flags |= O_EXCL;
+	fd = openat(rundir_dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	usmc_ifd_mark(fd);
+	if (!(flags & O_CREAT)) {
+		if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) ||
+		    !uid_allowed(st.st_uid)) {
+			usmc_ifd_close(fd);
+			return -EPERM;
+		}
+	}
+	return fd;
+}
+
+int usmc_rundir_mkdir(const char *name)
+{
+	if (rundir_dfd < 0)
+		return -ENOENT;
+	return mkdirat(rundir_dfd, name, 0700) ? -errno : 0;
+}
+
+int usmc_rundir_mkfifo(const char *name)
+{
+	if (rundir_dfd < 0)
+		return -ENOENT;
+	return mkfifoat(rundir_dfd, name, 0600) ? -errno : 0;
+}
+
+int usmc_rundir_rename(const char *from, const char *to)
+{
+	if (rundir_dfd < 0)
+		return -ENOENT;
+	return renameat(rundir_dfd, from, rundir_dfd, to) ? -errno : 0;
+}
+
+int usmc_rundir_unlink(const char *name, bool dir)
+{
+	if (rundir_dfd < 0)
+		return -ENOENT;
+	return unlinkat(rundir_dfd, name, dir ? AT_REMOVEDIR : 0) ? -errno : 0;
+}
+
+void *usmc_map_shared(int fd, size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int lock_op(int fd, int cmd, short type, off_t byte)
+{
+	struct flock fl = {
+		.l_type = type,
+		.l_whence = SEEK_SET,
+		.l_start = byte,
+		.l_len = 1,
+	};
+
+	if (sys_fcntl(fd, cmd, (long)&fl) < 0)
+		return -errno;
+	return cmd == F_OFD_GETLK ? fl.l_type : 0;
+}
+
+int usmc_lock_take(int fd, off_t byte)
+{
+	return lock_op(fd, F_OFD_SETLK, F_WRLCK, byte);
+}
+
+int usmc_lock_drop(int fd, off_t byte)
+{
+	return lock_op(fd, F_OFD_SETLK, F_UNLCK, byte);
+}
+
+bool usmc_lock_held(int fd, off_t byte)
+{
+	int t = lock_op(fd, F_OFD_GETLK, F_WRLCK, byte);
+
+	/* On error assume alive: never destroy what we cannot judge. */
+	return t < 0 || t != F_UNLCK;
+}
+
+/*
+ * Owners build objects under a "t-" name, lock them, then rename them into
+ * place, so an lg-/ln- object without a lock holder is always dead.  A "t-"
+ * object is only garbage once it is older than this.
+ */
+#define GC_GRACE_SEC	60
+
+static bool too_young(const char *name)
+{
+	struct timespec now;
+	struct stat st;
+
+	if (fstatat(rundir_dfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec - st.st_ctim.tv_sec < GC_GRACE_SEC;
+}
+
+/* Remove a link group directory (lg-ID): FIFOs, memory file, directory. */
+static int gc_lgr_dir(const char *name)
+{
+	char path[300];
+	struct dirent *de;
+	int dfd, fd, n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/mem", name);
+	fd = openat(rundir_dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		bool alive = usmc_lock_held(fd, 0);
+
+		usmc_ifd_close(fd);
+		if (alive)
+			return 0;
+	} else if (errno != ENOENT) {
+		return 0;
+	}
+	/* The owner is gone (or died before creating mem): remove it all. */
+	dfd = openat(rundir_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	d = fdopendir(dfd);
+	if (!d) {
+		usmc_ifd_close(dfd);
+		return 0;
+	}
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		unlinkat(dfd, de->d_name, 0);
+	}
+	closedir(d);
+	if (!unlinkat(rundir_dfd, name, AT_REMOVEDIR))
+		n++;
+	return n;
+}
+
+/* Remove a listener index (ln-ID) and its doorbell when its owner died. */
+static int gc_listener(const char *name)
+{
+	int fd = openat(rundir_dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	bool alive;
+
+	if (fd < 0)
+		return 0;
+	alive = usmc_lock_held(fd, 0);
+	usmc_ifd_close(fd);
+	if (alive)
+		return 0;
+	return unlinkat(rundir_dfd, name, 0) == 0;
+}
+
+int usmc_rundir_gc(void)
+{
+	struct dirent *de;
+	int dfd, n = 0;
+	DIR *d;
+
+	if (usmc_rundir_init())
+		return 0;
+	dfd = openat(rundir_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	d = fdopendir(dfd);
+	if (!d) {
+		usmc_ifd_close(dfd);
+		return 0;
+	}
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, "lg-", 3) && de->d_type == DT_DIR)
+			n += gc_lgr_dir(de->d_name);
+		else if (!strncmp(de->d_name, "ln-", 3) && de->d_type == DT_REG)
+			n += gc_listener(de->d_name);
+		else if (!strncmp(de->d_name, "t-", 2) && !too_young(de->d_name))
+			n += de->d_type == DT_DIR ? gc_lgr_dir(de->d_name) :
+			     !unlinkat(rundir_dfd, de->d_name, 0);
+	}
+	closedir(d);
+	return n;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rundir.h - the runtime directory: where cooperating processes meet.
+ *
+ * Everything usmc shares between processes is a file here: the listener
+ * registry, the statistics, one CLC index per listener, one directory per
+ * link group (its shared memory and doorbell FIFOs).  Liveness of whoever
+ * owns an object is an OFD lock that the kernel drops when the owner dies,
+ * so a survivor or the next run can always tell stale state from live state.
+ */
+#ifndef USMC_RUNDIR_H
+#define USMC_RUNDIR_H
+
+#include "usmc.h"
+
+#include <sys/stat.h>
+
+/* Resolve, create (mode 0700) and validate the directory; idempotent. */
+int usmc_rundir_init(void);
+const char *usmc_rundir_path(void);
+int usmc_rundir_fd(void);
+
+/* openat(rundir, name) with O_NOFOLLOW|O_CLOEXEC; O_CREAT implies O_EXCL.
+ * An existing file must be a regular file or FIFO owned by an allowed user. */
+int usmc_rundir_open(const char *name, int flags, mode_t mode);
+int usmc_rundir_mkdir(const char *name);
+int usmc_rundir_mkfifo(const char *name);
+int usmc_rundir_unlink(const char *name, bool dir);
+int usmc_rundir_rename(const char *from, const char *to);
+
+/* Map len bytes of fd MAP_SHARED read-write; NULL on failure (errno set). */
+void *usmc_map_shared(int fd, size_t len);
+
+/* OFD write lock on one byte: the owner's liveness token. */
+int usmc_lock_take(int fd, off_t byte);
+int usmc_lock_drop(int fd, off_t byte);
+/* true when some open file description still holds a lock on that byte. */
+bool usmc_lock_held(int fd, off_t byte);
+
+/* Is st (an object opened in the runtime directory) safe to trust? */
+bool usmc_rundir_owner_ok(const struct stat *st);
+
+/* Remove link groups and listener indexes whose owners are dead.
+ * Returns the number of objects removed. */
+int usmc_rundir_gc(void);
+
+#endif

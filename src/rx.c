@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rx.c - receive side: from our DMB into application buffers.
+ *
+ * Locking: sh->rx_lock serialises readers of one socket; never held while
+ * sleeping.  Our consumer line is ours alone; the peer's prod is loaded
+ * once per step and validated before any byte is copied.
+ */
+#include "af_usmc.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+struct iov_wcursor {
+	const struct iovec *iov;
+	int cnt;
+	size_t off;
+};
+
+static void ring_to_iov(struct iov_wcursor *ic, const uint8_t *ring, uint32_t size,
+			uint64_t pos, size_t len)
+{
+	while (len) {
+		size_t n = MIN(len, ic->iov->iov_len - ic->off);
+
+		ring_get(ring, size, pos, (uint8_t *)ic->iov->iov_base + ic->off, n);
+		pos += n;
+		len -= n;
+		ic->off += n;
+		if (ic->off == ic->iov->iov_len) {
+			ic->iov++;
+			ic->cnt--;
+			ic->off = 0;
+		}
+	}
+}
+
+/*
+ * What a read returns when the ring is empty, as TCP would:
+ *   0 when the peer shut down / closed and we drained everything, or after
+ *   our own shutdown(SHUT_RD); ECONNRESET once after a reset; 1 to wait.
+ */
+static int rx_empty_state(struct usmc_sock *sk)
+{
+	uint32_t f = LOAD_ACQUIRE(&sk->sh->flags);
+	uint32_t pf = LOAD_ACQUIRE(&sk->rx_p->flags);
+
+	if (pf & CDC_F_ABORT && !(f & SKF_ABORTED)) {
+		usmc_sock_abort(sk, USMC_A_PEER_RESET);
+		f |= SKF_ABORTED;
+	}
+	if (f & SKF_ABORTED) {
+		if (!(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN))
+			return -ECONNRESET;
+		return 0;
+	}
+	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
+		return 0;
+	if (f & SKF_TCP_EOF) {
+		/* The peer's TCP socket is gone without a usmc close: it died.
+		 * TCP would have sent RST if it died with our bytes unread. */
+		uint64_t prod, head;
+
+		if (!usmc_tx_view(sk, &head, &prod) || prod != head) {
+			usmc_sock_abort(sk, USMC_A_PEER_DIED);
+			atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN);
+			return -ECONNRESET;
+		}
+		return 0;
+	}
+	return 1;
+}
+
+ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct iov_wcursor ic = { iov, iovcnt, 0 };
+	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK);
+	bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	size_t total = 0, done = 0;
+	int timeout = -1, rc, i;
+
+	for (i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	usmc_sock_refresh(sk, fd);
+	if (sk_flag(sk, SKF_CONNECTING) && nonblock)
+		return -EAGAIN;
+	while (sk_mode(sk) == USMC_MODE_UNDECIDED) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		usmc_server_resolve(sk, fd, false);
+		if (sk_mode(sk) != USMC_MODE_UNDECIDED)
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		if (timeout == -1)
+			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+		rc = real.poll(&p, 1, timeout);
+		if (rc == 0)
+			return -EAGAIN;
+		if (rc < 0 && (errno != EINTR || usmc_sig_should_eintr(timeout)))
+			return -errno;
+	}
+	if (sk_mode(sk) == USMC_MODE_TCP) {
+		rc = usmc_tcp_skip_wake(sk, fd, nonblock);
+		return rc ? rc : USMC_PASS;
+	}
+	if (flags & MSG_OOB)
+		return -EINVAL;
+	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
+		/* The server reads our queued request from TCP before it answers. */
+		rc = usmc_migrate_pump(sk, fd, !nonblock);
+		if (rc && rc != -EAGAIN)
+			return rc;
+		return USMC_PASS;
+	}
+	if (!total)
+		return 0;
+
+	rc = usmc_family_lock(&sk->sh->rx_lock);
+	if (rc)
+		return rc;
+	for (;;) {
+		uint64_t head, prod;	/* prod pairs with the writer's release */
+
+		if (unlikely(!usmc_rx_view(sk, &head, &prod)))
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+		/* After a reset TCP still hands out what had arrived, then the
+		 * error; a corrupted ring is never read again. */
+		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
+			prod = head;
+		if (prod != head) {
+			size_t n = MIN((size_t)(prod - head), total - done);
+
+			ring_to_iov(&ic, sk->rx_ring, sk->size, head, n);
+			done += n;
+			if (peek)
+				break;
+			/* Release: our copy-out finished before the writer may reuse it. */
+			STORE_RELEASE(&sk->rx_c->cons, head + n);
+			usmc_kick_space(sk);
+			if (done == total || !waitall)
+				break;
+			continue;
+		}
+		rc = rx_empty_state(sk);
+		if (rc <= 0) {
+			if (done)
+				break;
+			usmc_family_unlock(&sk->sh->rx_lock);
+			return rc;
+		}
+		if (done && !waitall)
+			break;
+		if (nonblock)
+			break;
+		usmc_family_unlock(&sk->sh->rx_lock);
+		if (timeout == -1)
+			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+		rc = usmc_wait(sk, fd, USMC_WAIT_RX, timeout);
+		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
+			rc = 0;
+		usmc_sock_refresh(sk, fd);
+		if (sk_mode(sk) == USMC_MODE_MIGRATING)
+			return done ? (ssize_t)done : (rc ? rc : usmc_rx(sk, fd, iov, iovcnt, flags));
+		if (rc)
+			return done ? (ssize_t)done : rc;
+		rc = usmc_family_lock(&sk->sh->rx_lock);
+		if (rc)
+			return done ? (ssize_t)done : rc;
+	}
+	usmc_family_unlock(&sk->sh->rx_lock);
+	if (!done)
+		return -EAGAIN;
+	if (!peek) {
+		STAT_ADD(rx_bytes, done);
+		STAT_INC(rx_calls);
+		if (sk->st)
+			atomic_fetch_add_explicit(&sk->st->rx_bytes, done, memory_order_relaxed);
+	}
+	return (ssize_t)done;
+}
+
+/* splice(2) out of a shared-memory connection into a pipe or file. */
+ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags)
+{
+	bool nonblock = (flags & SPLICE_F_NONBLOCK) || sk_flag(sk, SKF_NONBLOCK);
+	ssize_t r = 0;
+	int rc;
+
+	usmc_server_resolve(sk, fd, true);
+	usmc_sock_refresh(sk, fd);
+	if (sk_mode(sk) == USMC_MODE_TCP) {
+		rc = usmc_tcp_skip_wake(sk, fd, nonblock);
+		return rc ? rc : USMC_PASS;
+	}
+	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
+		return USMC_PASS;
+	rc = usmc_family_lock(&sk->sh->rx_lock);
+	if (rc)
+		return rc;
+	for (;;) {
+		uint64_t head, prod;
+
+		if (!usmc_rx_view(sk, &head, &prod))
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
+			prod = head;
+		if (prod != head) {
+			size_t n = ring_span(sk->size, head, MIN((size_t)(prod - head), len));
+
+			r = sys_write(out_fd, sk->rx_ring + (head & (sk->size - 1)), n);
+			if (r > 0) {
+				STORE_RELEASE(&sk->rx_c->cons, head + (uint64_t)r);
+				usmc_kick_space(sk);
+				STAT_ADD(rx_bytes, r);
+				STAT_INC(rx_calls);
+				if (sk->st)
+					atomic_fetch_add_explicit(&sk->st->rx_bytes, (uint64_t)r,
+								  memory_order_relaxed);
+			}
+			break;
+		}
+		rc = rx_empty_state(sk);
+		if (rc <= 0) {
+			r = rc;
+			break;
+		}
+		if (nonblock) {
+			r = -EAGAIN;
+			break;
+		}
+		usmc_family_unlock(&sk->sh->rx_lock);
+		rc = usmc_wait(sk, fd, USMC_WAIT_RX, usmc_sock_timeout(fd, SO_RCVTIMEO));
+		if (rc == -EINTR && !usmc_sig_should_eintr(-1))
+			rc = 0;
+		if (rc)
+			return rc;
+		rc = usmc_family_lock(&sk->sh->rx_lock);
+		if (rc)
+			return rc;
+	}
+	usmc_family_unlock(&sk->sh->rx_lock);
+	return r;
+}
+
+unsigned int usmc_sock_poll(struct usmc_sock *sk)
+{
+	uint32_t mode = sk_mode(sk), f, pf, cf;
+	unsigned int ev = 0;
+	uint64_t prod, head;
+
+	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
+		return 0;
+	f = LOAD_ACQUIRE(&sk->sh->flags);
+	if (f & SKF_CONNECTING)
+		return 0;	/* TCP tells: connect completion is a TCP event */
+	pf = LOAD_ACQUIRE(&sk->rx_p->flags);
+	cf = LOAD_ACQUIRE(&sk->tx_c->flags);
+	if ((pf | cf) & CDC_F_ABORT || f & SKF_ABORTED)
+		return POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP;
+	if (!usmc_rx_view(sk, &head, &prod) || prod != head)
+		ev |= POLLIN | POLLRDNORM;
+	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
+		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
+	if (!usmc_tx_view(sk, &head, &prod) || prod - head < sk->size || cf & CDC_F_CLOSED ||
+	    f & SKF_SHUT_WR)
+		ev |= POLLOUT | POLLWRNORM;
+	if (f & SKF_TCP_EOF) {
+		/* Peer gone: readable (EOF or error), writable (EPIPE). */
+		ev |= POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM;
+		if (prod != head)
+			ev |= POLLERR;
+	}
+	if ((pf & CDC_F_DONE || f & SKF_TCP_EOF) && (f & SKF_SHUT_WR || cf & CDC_F_CLOSED))
+		ev |= POLLHUP;
+	return ev;
+}
+
+int usmc_sock_inq(struct usmc_sock *sk)
+{
+	uint64_t prod, head;
+
+	return usmc_rx_view(sk, &head, &prod) ? (int)(prod - head) : 0;
+}
+
+int usmc_sock_outq(struct usmc_sock *sk)
+{
+	uint64_t prod, head;
+
+	return usmc_tx_view(sk, &head, &prod) ? (int)(prod - head) : 0;
+}

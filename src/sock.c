@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+/*
+ * sock.c - struct usmc_sock lifetime.
+ *
+ * Objects come from a type-stable pool and are never returned to malloc:
+ * fdtab.c may increment the reference of an object that is concurrently
+ * being released (it re-checks the table afterwards), so the memory must
+ * always stay a struct usmc_sock.
+ */
+#include "epoll.h"
+#include "fdtab.h"
+#include "log.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <stdlib.h>
+
+#define POOL_CHUNK	64
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct usmc_sock *pool_free;
+
+static struct usmc_sock *pool_get(void)
+{
+	struct usmc_sock *sk;
+	int i;
+
+	pthread_mutex_lock(&pool_lock);
+	if (!pool_free) {
+		struct usmc_sock *chunk = calloc(POOL_CHUNK, sizeof(*chunk));
+
+		if (!chunk) {
+			pthread_mutex_unlock(&pool_lock);
+			return NULL;
+		}
+		for (i = 0; i < POOL_CHUNK; i++) {
+			chunk[i].free_next = pool_free;
+			pool_free = &chunk[i];
+		}
+	}
+	sk = pool_free;
+	pool_free = sk->free_next;
+	pthread_mutex_unlock(&pool_lock);
+	return sk;
+}
+
+static void pool_put(struct usmc_sock *sk)
+{
+	pthread_mutex_lock(&pool_lock);
+	sk->free_next = pool_free;
+	pool_free = sk;
+	pthread_mutex_unlock(&pool_lock);
+}
+
+struct usmc_sock *usmc_sock_new(int fd, int kind)
+{
+	struct usmc_sock *sk = pool_get();
+	struct usmc_sock_sh *sh;
+
+	if (!sk)
+		return NULL;
+	sh = usmc_family_alloc();
+	if (!sh) {
+		pool_put(sk);
+		return NULL;
+	}
+	/* ref stays 0 while we fill it: lookups cannot take it yet. */
+	sk->kind = kind;
+	sk->fd0 = fd;
+	sk->sh = sh;
+	pthread_mutex_init(&sk->lock, NULL);
+	sk->role = 0;
+	memset(&sk->local, 0, sizeof(sk->local));
+	memset(&sk->peer, 0, sizeof(sk->peer));
+	sk->ln = NULL;
+	sk->tcp_marked = false;
+	sk->lgr = NULL;
+	sk->slot = sk->gen = sk->size = 0;
+	sk->ctrl = NULL;
+	sk->tx_p = sk->rx_p = NULL;
+	sk->tx_c = sk->rx_c = NULL;
+	sk->tx_ring = sk->rx_ring = NULL;
+	sk->bell_own = sk->bell_peer = -1;
+	sk->st = NULL;
+	sk->migrate_pos = 0;
+	sk->lst = NULL;
+	sk->reg_idx = -1;
+	memset(&sk->bound, 0, sizeof(sk->bound));
+	sk->epregs = NULL;
+	STORE_RELAXED(&sh->refs, 1);
+	STORE_RELEASE(&sk->ref, 1);
+	return sk;
+}
+
+void usmc_sock_get(struct usmc_sock *sk)
+{
+	atomic_fetch_add_explicit(&sk->ref, 1, memory_order_relaxed);
+}
+
+void usmc_sock_put(struct usmc_sock *sk)
+{
+	if (atomic_fetch_sub_explicit(&sk->ref, 1, memory_order_acq_rel) != 1)
+		return;
+	/* Last local reference: the descriptor is gone from our table. */
+	usmc_epoll_forget(sk);
+	pthread_mutex_destroy(&sk->lock);
+	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
+		usmc_sock_release(sk);
+		usmc_family_free(sk->sh);
+	}
+	sk->sh = NULL;
+	pool_put(sk);
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sock.h - one TCP socket as libusmc sees it.
+ *
+ * struct usmc_sock is process-local (pointers into mappings, descriptors);
+ * struct usmc_sock_sh is its fork-shared half (family.c): anything that a
+ * parent and a forked child holding the same socket must agree on lives
+ * there (locks, file-description flags, mode, references across processes).
+ *
+ * Connection state machine (mode):
+ *
+ *   client  connect() --match--> PROPOSED --accept--> SMCD --close--> (gone)
+ *              |                    |  \--decline--> MIGRATING --> TCP
+ *              \--no match--> TCP   \--TCP bytes seen, withdrawn--> TCP
+ *   server  accept() --> UNDECIDED --proposal found--> SMCD
+ *                           \--writes first / TCP bytes / EOF--> TCP
+ *           (a proposal already there at accept goes straight to SMCD)
+ *
+ * SMCD never returns to TCP: it ends by close, reset or peer death.
+ */
+#ifndef USMC_SOCK_H
+#define USMC_SOCK_H
+
+#include "cdc.h"
+#include "clc.h"
+#include "lgr.h"
+#include "stats.h"
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+enum usmc_sock_kind {
+	SK_TCP = 1,		/* stream socket, not (yet) connected or listening */
+	SK_LISTEN,		/* listening socket */
+	SK_CONN,		/* connected (or connecting) */
+};
+
+/* struct usmc_sock_sh.flags */
+#define SKF_NONBLOCK	0x0001	/* O_NONBLOCK on the open file description */
+#define SKF_SHUT_RD	0x0002	/* shutdown(SHUT_RD) */
+#define SKF_SHUT_WR	0x0004	/* shutdown(SHUT_WR) */
+#define SKF_TCP_EOF	0x0008	/* the TCP socket saw FIN/RST: peer closed or died */
+#define SKF_RST_SEEN	0x0010	/* a write hit the closed peer: later writes EPIPE */
+#define SKF_ABORTED	0x0020	/* connection reset; abort reason in sh->abort */
+#define SKF_CONNECTING	0x0040	/* client: TCP connect in progress */
+#define SKF_COUNTED	0x0080	/* smc_conns/fallback already counted */
+#define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
+#define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
+#define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
+#define SKF_WAKE_SEND	0x0800	/* client: send the wake byte once connected */
+
+struct usmc_sock_sh {
+	pthread_mutex_t tx_lock;	/* robust, process-shared */
+	pthread_mutex_t rx_lock;
+	_Atomic int32_t refs;		/* descriptors in all processes of the family */
+	_Atomic uint32_t mode;		/* enum usmc_conn_mode */
+	_Atomic uint32_t reason;	/* enum usmc_reason (TCP / MIGRATING) */
+	_Atomic uint32_t flags;		/* SKF_* */
+	_Atomic uint32_t abort;		/* enum usmc_abort */
+	_Atomic int32_t so_error;	/* pending SO_ERROR (positive errno) */
+	uint32_t data_rung;		/* peer data_armed value last rung (tx_lock) */
+	uint32_t space_rung;		/* peer space_armed value last rung (rx_lock) */
+	uint32_t spin_ns;		/* adaptive spin budget, hint only */
+	_Atomic uint32_t in_use;	/* family allocator */
+};
+
+struct usmc_epreg;
+
+struct usmc_sock {
+	_Atomic int ref;		/* fd-table entries + in-flight calls */
+	int kind;			/* enum usmc_sock_kind */
+	int fd0;			/* descriptor it was created on (stats) */
+	struct usmc_sock_sh *sh;
+	pthread_mutex_t lock;		/* mode transitions, epoll registrations */
+
+	/* connection */
+	char role;			/* 'C' or 'S' */
+	struct usmc_addr local, peer;
+	struct usmc_clc_ln *ln;		/* listener index (client: proposal; server: TCP mark) */
+	bool tcp_marked;		/* server: CLC entry holds TCP(h) for us */
+	struct usmc_lgr *lgr;
+	uint32_t slot, gen, size;
+	struct usmc_cdc_ctrl *ctrl;
+	struct usmc_cdc_prod *tx_p, *rx_p;	/* ours / the peer's */
+	struct usmc_cdc_cons *tx_c, *rx_c;	/* the peer's / ours */
+	uint8_t *tx_ring, *rx_ring;
+	int bell_own, bell_peer;
+	struct usmc_stats_conn *st;
+	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */
+
+	/* listener */
+	struct usmc_clc_ln *lst;	/* our CLC index (server) */
+	int reg_idx;			/* registry record */
+	struct usmc_addr bound;
+
+	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
+	struct usmc_sock *free_next;
+};
+
+static inline uint32_t sk_mode(const struct usmc_sock *sk)
+{
+	return LOAD_ACQUIRE(&sk->sh->mode);
+}
+
+static inline bool sk_flag(const struct usmc_sock *sk, uint32_t f)
+{
+	return LOAD_ACQUIRE(&sk->sh->flags) & f;
+}
+
+static inline void sk_set_flag(struct usmc_sock *sk, uint32_t f)
+{
+	atomic_fetch_or_explicit(&sk->sh->flags, f, memory_order_acq_rel);
+}
+
+static inline void sk_clear_flag(struct usmc_sock *sk, uint32_t f)
+{
+	atomic_fetch_and_explicit(&sk->sh->flags, ~f, memory_order_acq_rel);
+}
+
+/*
+ * The two views of a ring, loaded and checked once per step.  Reader:
+ * prod and the rewind point come from the peer (acquire: the data they
+ * cover is visible).  Writer: cons comes from the peer.  false means the
+ * peer broke the cursor rules (cdc.h).
+ */
+static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	uint64_t cons = LOAD_RELAXED(&sk->rx_c->cons);
+	uint64_t p = LOAD_ACQUIRE(&sk->rx_p->prod);
+	uint64_t skip = LOAD_ACQUIRE(&sk->rx_p->skip_to);
+
+	*prod = p;
+	*head = ring_head(cons, skip, p);
+	return p >= cons && ring_valid(p, *head, sk->size);
+}
+
+static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	uint64_t p = LOAD_RELAXED(&sk->tx_p->prod);
+	uint64_t cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	uint64_t skip = LOAD_RELAXED(&sk->tx_p->skip_to);
+
+	*prod = p;
+	*head = ring_head(cons, skip, p);
+	return p >= cons && ring_valid(p, *head, sk->size);
+}
+
+/* Does this socket go through shared memory right now (or may soon)? */
+static inline bool sk_is_smc_path(const struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+
+	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED ||
+				       m == USMC_MODE_MIGRATING || m == USMC_MODE_UNDECIDED);
+}
+
+/* family.c: fork-shared socket state */
+struct usmc_sock_sh *usmc_family_alloc(void);
+void usmc_family_free(struct usmc_sock_sh *sh);
+int usmc_family_lock(pthread_mutex_t *m);
+void usmc_family_unlock(pthread_mutex_t *m);
+void usmc_family_after_fork(void);
+
+/* sock.c: lifecycle */
+struct usmc_sock *usmc_sock_new(int fd, int kind);
+void usmc_sock_get(struct usmc_sock *sk);
+void usmc_sock_put(struct usmc_sock *sk);
+/* The family's last descriptor is gone: close protocol, free resources. */
+void usmc_sock_release(struct usmc_sock *sk);
+
+/* af_usmc.c: socket calls */
+int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len);
+int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog);
+int usmc_sock_accept(struct usmc_sock *lsk, int fd, struct sockaddr *sa, socklen_t *salen,
+		     int flags);
+/* Look at the CLC answer / TCP state of a connection that is not final. */
+void usmc_sock_refresh(struct usmc_sock *sk, int fd);
+/* Server: settle an UNDECIDED connection.  decide: the application is about
+ * to act (write, shutdown...): TCP unless a proposal is there.  Otherwise
+ * only a proposal, TCP bytes or EOF settle it. */
+void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide);
+/* TCP-mode server after a late decline: drop the client's wake byte. */
+int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
+/* A reset: mark, count, wake. */
+void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
+void usmc_sock_set_tcp(struct usmc_sock *sk, int reason);
+
+/*
+ * Returned by data-path calls that did not handle the request because the
+ * connection is (now) plain TCP: the wrapper makes the real call.
+ */
+#define USMC_PASS	(-100000)
+
+/* tx.c / rx.c: the data path on the rings */
+ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
+ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
+/* sendfile(2)/splice(2) helpers: move up to len bytes from in_fd into the ring. */
+ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len);
+ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags);
+/* Readiness of an SMC-path connection as poll(2) bits. */
+unsigned int usmc_sock_poll(struct usmc_sock *sk);
+/* Bytes readable / queued unread by the peer (FIONREAD / SIOCOUTQ). */
+int usmc_sock_inq(struct usmc_sock *sk);
+int usmc_sock_outq(struct usmc_sock *sk);
+/* MIGRATING: push queued ring bytes onto TCP; 0 when done, -EAGAIN if not yet. */
+int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block);
+
+/* close.c */
+int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);
+
+/* wait.c */
+#define USMC_WAIT_RX	1
+#define USMC_WAIT_TX	2
+int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms);
+/* Ring the peer if it armed for data (after we produced) or space (after we consumed). */
+void usmc_kick_data(struct usmc_sock *sk);
+void usmc_kick_space(struct usmc_sock *sk);
+/* Arm our doorbell for what; returns true if the condition already holds. */
+bool usmc_arm(struct usmc_sock *sk, int what);
+/* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
+void usmc_check_tcp(struct usmc_sock *sk, int fd);
+int usmc_sock_timeout(int fd, int optname);
+
+/* interpose.c: should an interrupted wait return EINTR (no SA_RESTART
+ * handler, or a timeout set) or restart, as the kernel would decide? */
+bool usmc_sig_should_eintr(int timeout_ms);
+
+#endif

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stats.h - cumulative counters and the live connection table.
+ *
+ * One file in the runtime directory (like smc_stats + smcss in one):
+ *   header    magic, totals folded in from processes that ended
+ *   procs[]   one slot per live process; only its owner writes its counters
+ *             (no cache line is shared between processes on the hot path)
+ *   conns[]   one entry per live connection, for `usmc stat`
+ * A process owns its slot while it holds an OFD lock on byte
+ * USMC_STATS_LOCK_BASE + slot; a slot whose lock is free belongs to a dead
+ * process and is folded into the totals by whoever notices first.
+ */
+#ifndef USMC_STATS_H
+#define USMC_STATS_H
+
+#include "usmc.h"
+
+#define USMC_STATS_MAGIC	0x5441545343534d55ULL	/* "UMSCSTAT" */
+#define USMC_STATS_PROCS	1024
+#define USMC_STATS_CONNS	16384
+#define USMC_STATS_LOCK_BASE	(1L << 30)
+
+/* All counters are cumulative; units in the names. */
+struct usmc_counters {
+	_Atomic uint64_t smc_conns;		/* endpoints that moved data through shared memory */
+	_Atomic uint64_t smc_client;		/* ... of which client side */
+	_Atomic uint64_t smc_server;		/* ... of which server side */
+	_Atomic uint64_t tcp_conns;		/* endpoints that stayed on (or fell back to) TCP */
+	_Atomic uint64_t handshake_errors;	/* CLC steps that failed unexpectedly */
+	_Atomic uint64_t tx_bytes;		/* bytes written into shared rings */
+	_Atomic uint64_t rx_bytes;		/* bytes read from shared rings */
+	_Atomic uint64_t tcp_tx_bytes;		/* bytes sent on TCP-mode connections */
+	_Atomic uint64_t tcp_rx_bytes;		/* bytes received on TCP-mode connections */
+	_Atomic uint64_t tx_calls;		/* send-side calls served from shared memory */
+	_Atomic uint64_t rx_calls;		/* receive-side calls served from shared memory */
+	_Atomic uint64_t doorbells;		/* wake-ups sent to a sleeping peer */
+	_Atomic uint64_t sleeps;		/* waits that went to sleep in the kernel */
+	_Atomic uint64_t spin_hits;		/* waits satisfied while spinning */
+	_Atomic uint64_t lgr_created;		/* link groups created (owner side) */
+	_Atomic uint64_t lgr_attached;		/* link groups attached (peer side) */
+	_Atomic uint64_t dmbs_registered;	/* DMBs handed out (2 per connection) */
+	_Atomic uint64_t dmbs_reused;		/* ... of which recycled from a link group */
+	_Atomic uint64_t late_declines;		/* declines after data was queued (moved to TCP) */
+	_Atomic uint64_t aborts[USMC_A_MAX];	/* shared-memory connections reset, by reason */
+	_Atomic uint64_t fallback[USMC_R_MAX];	/* TCP fallbacks, by reason */
+} __cacheline;
+
+enum usmc_conn_mode {
+	USMC_MODE_NONE = 0,
+	USMC_MODE_SMCD,		/* shared memory (SMC-D loopback) */
+	USMC_MODE_TCP,		/* plain TCP, reason says why */
+	USMC_MODE_PROPOSED,	/* client: proposal posted, server has not answered */
+	USMC_MODE_MIGRATING,	/* client: declined late, queued bytes moving to TCP */
+	USMC_MODE_UNDECIDED,	/* server: accepted, no proposal yet, nothing forced a choice */
+};
+
+struct usmc_stats_conn {
+	_Atomic uint32_t state;		/* 0 free, 1 live */
+	uint16_t proc;			/* owning process slot */
+	uint8_t role;			/* 'C' client, 'S' server */
+	_Atomic uint8_t mode;		/* enum usmc_conn_mode */
+	_Atomic uint8_t reason;		/* enum usmc_reason when mode is TCP */
+	_Atomic uint8_t abort;		/* enum usmc_abort once reset */
+	_Atomic uint8_t closing;	/* shutdown/close seen */
+	uint8_t __pad;
+	int32_t fd;
+	uint32_t pid;
+	uint32_t slot;			/* link group slot */
+	uint32_t ring_size;		/* bytes per direction */
+	uint64_t lgr_id;
+	uint64_t start_ns;		/* CLOCK_REALTIME */
+	struct usmc_addr local, peer;
+	_Atomic uint64_t tx_bytes, rx_bytes;
+} __cacheline;
+
+struct usmc_stats_proc {
+	_Atomic uint32_t state;		/* 0 free, 1 live, 2 being folded */
+	uint32_t pid;
+	char comm[16];
+	uint64_t start_ns;
+	struct usmc_counters c;
+} __cacheline;
+
+struct usmc_stats_file {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nprocs, nconns;
+	uint64_t created_ns;		/* CLOCK_REALTIME */
+	_Atomic uint64_t resets;	/* `usmc stat --reset` count */
+	struct usmc_counters totals;	/* folded from ended processes */
+	struct usmc_stats_proc procs[USMC_STATS_PROCS];
+	struct usmc_stats_conn conns[USMC_STATS_CONNS];
+};
+
+/* This process's counters: never NULL, a private dummy until stats open. */
+extern struct usmc_counters *usmc_ctr;
+#define STAT_ADD(field, n) \
+	atomic_fetch_add_explicit(&usmc_ctr->field, (uint64_t)(n), memory_order_relaxed)
+#define STAT_INC(field) STAT_ADD(field, 1)
+
+/* Library: open the file and claim a process slot (idempotent). */
+int usmc_stats_attach(void);
+/* After fork in the child: claim a new slot with a new file description. */
+void usmc_stats_after_fork(void);
+/* Process exit: fold our counters into the totals and free the slot. */
+void usmc_stats_detach(void);
+
+struct usmc_stats_conn *usmc_stats_conn_alloc(void);
+void usmc_stats_conn_free(struct usmc_stats_conn *c);
+
+/* CLI: map the file read-write without claiming a slot. */
+struct usmc_stats_file *usmc_stats_map(void);
+/* Fold slots of dead processes; returns how many were folded. */
+int usmc_stats_gc(struct usmc_stats_file *f, int fd);
+int usmc_stats_fd(void);
+/* Sum totals and live slots into out (plain integers). */
+struct usmc_counters_snapshot {
+	uint64_t v[sizeof(struct usmc_counters) / sizeof(uint64_t)];
+};
+void usmc_stats_sum(struct usmc_stats_file *f, struct usmc_counters_snapshot *out);
+void usmc_stats_reset(struct usmc_stats_file *f);
+
+#endif

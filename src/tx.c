@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tx.c - send side: application buffers straight into the peer's DMB.
+ *
+ * Locking: sh->tx_lock serialises senders of one socket (threads and forked
+ * processes); it is never held while sleeping.  Our producer line and the
+ * ring space between prod and cons + size are ours alone.
+ */
+#include "af_usmc.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <signal.h>
+
+/* Copy from an iovec cursor into the ring; advances the cursor. */
+struct iov_cursor {
+	const struct iovec *iov;
+	int cnt;
+	size_t off;		/* offset inside iov[0] */
+};
+
+static void iov_to_ring(struct iov_cursor *ic, uint8_t *ring, uint32_t size, uint64_t pos,
+			size_t len)
+{
+	while (len) {
+		size_t n = MIN(len, ic->iov->iov_len - ic->off);
+
+		ring_put(ring, size, pos, (const uint8_t *)ic->iov->iov_base + ic->off, n);
+		pos += n;
+		len -= n;
+		ic->off += n;
+		if (ic->off == ic->iov->iov_len) {
+			ic->iov++;
+			ic->cnt--;
+			ic->off = 0;
+		}
+	}
+}
+
+static size_t iov_total(const struct iovec *iov, int cnt)
+{
+	size_t t = 0;
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/*
+ * Errors a send must report before writing, as TCP would:
+ *  - reset (either side)                -> ECONNRESET once, then EPIPE
+ *  - our shutdown(SHUT_WR)              -> EPIPE
+ *  - the peer closed (will never read)  -> the first send "succeeds" (TCP
+ *    sends it and gets an RST back), every later one fails with EPIPE.
+ * Returns 0, a negative errno, or 1 for "swallow this send".
+ */
+static int tx_state(struct usmc_sock *sk)
+{
+	uint32_t f = LOAD_ACQUIRE(&sk->sh->flags);
+	uint32_t pf = LOAD_ACQUIRE(&sk->tx_c->flags);
+
+	if (pf & CDC_F_ABORT && !(f & SKF_ABORTED)) {
+		usmc_sock_abort(sk, USMC_A_PEER_RESET);
+		f |= SKF_ABORTED;
+	}
+	if (f & SKF_ABORTED) {
+		if (!(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN))
+			return -ECONNRESET;
+		return -EPIPE;
+	}
+	if (f & SKF_SHUT_WR)
+		return -EPIPE;
+	if (pf & CDC_F_CLOSED) {
+		if (!(atomic_fetch_or(&sk->sh->flags, SKF_RST_SEEN) & SKF_RST_SEEN))
+			return 1;
+		return -EPIPE;
+	}
+	if (f & SKF_TCP_EOF) {
+		/* The peer died without closing through usmc: its TCP socket is
+		 * gone, so this is a write to a closed peer. */
+		if (!(atomic_fetch_or(&sk->sh->flags, SKF_RST_SEEN) & SKF_RST_SEEN))
+			return 1;
+		return -EPIPE;
+	}
+	return 0;
+}
+
+static ssize_t tx_fail(ssize_t err, int flags)
+{
+	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return err;
+}
+
+ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct iov_cursor ic = { iov, iovcnt, 0 };
+	size_t total = iov_total(iov, iovcnt), done = 0;
+	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK);
+	int timeout = -1, rc;
+	ssize_t ret;
+
+	usmc_server_resolve(sk, fd, true);
+	if (flags & MSG_OOB)
+		return sk_mode(sk) == USMC_MODE_TCP ? USMC_PASS : -EOPNOTSUPP;
+	usmc_sock_refresh(sk, fd);
+	if (sk_flag(sk, SKF_CONNECTING)) {
+		if (nonblock)
+			return -EAGAIN;
+		rc = usmc_sock_connect_done(sk, fd);
+		while (rc == -EINPROGRESS) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			if (real.poll(&p, 1, -1) < 0)
+				return -errno;
+			rc = usmc_sock_connect_done(sk, fd);
+		}
+		if (rc)
+			return rc;
+	}
+	if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
+		rc = usmc_migrate_pump(sk, fd, !nonblock);
+		if (rc)
+			return rc;
+		return USMC_PASS;
+	}
+	if (!total)
+		return 0;
+
+	rc = usmc_family_lock(&sk->sh->tx_lock);
+	if (rc)
+		return rc;
+	for (;;) {
+		uint64_t prod, head, space;
+
+		rc = tx_state(sk);
+		if (rc) {
+			if (rc == 1) {
+				done = total;	/* swallowed, as TCP's last send */
+				break;
+			}
+			if (done)
+				break;
+			usmc_family_unlock(&sk->sh->tx_lock);
+			return tx_fail(rc, flags);
+		}
+		/* cons pairs with the reader's release store */
+		if (unlikely(!usmc_tx_view(sk, &head, &prod))) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			continue;
+		}
+		if (head == prod && (prod & (sk->size - 1))) {
+			/* Empty: start the next message at offset 0 (cdc.h). */
+			prod = head = ring_rewind(prod, sk->size);
+			STORE_RELEASE(&sk->tx_p->skip_to, prod);
+		}
+		space = ring_free(prod, head, sk->size);
+		if (space) {
+			size_t n = MIN((size_t)space, total - done);
+
+			iov_to_ring(&ic, sk->tx_ring, sk->size, prod, n);
+			/* Publish after the copy; pairs with the reader's acquire. */
+			STORE_RELEASE(&sk->tx_p->prod, prod + n);
+			done += n;
+			/* Also while PROPOSED: the server may have accepted and
+			 * be asleep on its first read already. */
+			usmc_kick_data(sk);
+			if (done == total)
+				break;
+			continue;
+		}
+		if (nonblock)
+			break;
+		usmc_family_unlock(&sk->sh->tx_lock);
+		if (timeout == -1)
+			timeout = usmc_sock_timeout(fd, SO_SNDTIMEO);
+		rc = usmc_wait(sk, fd, USMC_WAIT_TX, timeout);
+		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
+			rc = 0;
+		usmc_sock_refresh(sk, fd);
+		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
+			/* Declined while we waited: what we queued goes to TCP. */
+			return done ? (ssize_t)done : (rc ? rc : USMC_PASS);
+		}
+		if (rc)
+			return done ? (ssize_t)done : rc;
+		if (usmc_family_lock(&sk->sh->tx_lock))
+			return done ? (ssize_t)done : -EIO;
+	}
+	usmc_family_unlock(&sk->sh->tx_lock);
+	ret = done ? (ssize_t)done : -EAGAIN;
+	if (done) {
+		STAT_ADD(tx_bytes, done);
+		STAT_INC(tx_calls);
+		if (sk->st)
+			atomic_fetch_add_explicit(&sk->st->tx_bytes, done, memory_order_relaxed);
+	}
+	return ret;
+}
+
+/*
+ * MIGRATING: the server declined after we queued bytes in the ring.  They
+ * were never read, so they go out on TCP first, in order; then the socket is
+ * plain TCP.  Returns 0 when nothing is left, -EAGAIN (non-blocking) or
+ * -errno.
+ */
+int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
+{
+	int rc;
+
+	if (sk_mode(sk) != USMC_MODE_MIGRATING)
+		return 0;
+	rc = usmc_family_lock(&sk->sh->tx_lock);
+	if (rc)
+		return rc;
+	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
+		uint64_t prod = LOAD_RELAXED(&sk->tx_p->prod);
+		size_t len;
+		ssize_t n;
+
+		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->tx_p->skip_to), prod);
+		if (sk->migrate_pos == prod) {
+			uint32_t r = LOAD_RELAXED(&sk->sh->reason);
+
+			pthread_mutex_lock(&sk->lock);
+			usmc_sock_set_tcp(sk, (int)r);
+			pthread_mutex_unlock(&sk->lock);
+			break;
+		}
+		len = ring_span(sk->size, sk->migrate_pos, (size_t)(prod - sk->migrate_pos));
+		n = real.send(fd, sk->tx_ring + (sk->migrate_pos & (sk->size - 1)), len,
+			      MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+		if (n < 0) {
+			rc = -errno;
+			if (rc == -EINTR)
+				continue;
+			break;
+		}
+		sk->migrate_pos += (uint64_t)n;
+	}
+	usmc_family_unlock(&sk->sh->tx_lock);
+	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
+}
+
+/* sendfile(2) into a shared-memory connection: read(2) straight into the DMB. */
+ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len)
+{
+	bool nonblock = sk_flag(sk, SKF_NONBLOCK);
+	size_t done = 0;
+	int rc;
+
+	usmc_server_resolve(sk, fd, true);
+	usmc_sock_refresh(sk, fd);
+	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
+		return USMC_PASS;
+	rc = usmc_family_lock(&sk->sh->tx_lock);
+	if (rc)
+		return rc;
+	while (done < len) {
+		uint64_t prod, head;
+		size_t n;
+		ssize_t r;
+
+		rc = tx_state(sk);
+		if (rc) {
+			if (rc == 1) {
+				done = len;
+				break;
+			}
+			break;
+		}
+		if (!usmc_tx_view(sk, &head, &prod)) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			continue;
+		}
+		if (head == prod && (prod & (sk->size - 1))) {
+			prod = head = ring_rewind(prod, sk->size);
+			STORE_RELEASE(&sk->tx_p->skip_to, prod);
+		}
+		n = ring_span(sk->size, prod, MIN((size_t)ring_free(prod, head, sk->size), len - done));
+		if (!n) {
+			if (nonblock || done)
+				break;
+			usmc_family_unlock(&sk->sh->tx_lock);
+			rc = usmc_wait(sk, fd, USMC_WAIT_TX, usmc_sock_timeout(fd, SO_SNDTIMEO));
+			if (rc == -EINTR && !usmc_sig_should_eintr(-1))
+				rc = 0;
+			if (rc || usmc_family_lock(&sk->sh->tx_lock))
+				return done ? (ssize_t)done : rc;
+			continue;
+		}
+		if (off) {
+			r = pread(in_fd, sk->tx_ring + (prod & (sk->size - 1)), n, *off);
+			if (r < 0)
+				r = -errno;
+		} else {
+			r = sys_read(in_fd, sk->tx_ring + (prod & (sk->size - 1)), n);
+		}
+		if (r <= 0) {
+			rc = (int)r;
+			break;
+		}
+		if (off)
+			*off += r;
+		STORE_RELEASE(&sk->tx_p->prod, prod + (uint64_t)r);
+		done += (size_t)r;
+		usmc_kick_data(sk);
+	}
+	usmc_family_unlock(&sk->sh->tx_lock);
+	if (done) {
+		STAT_ADD(tx_bytes, done);
+		STAT_INC(tx_calls);
+		if (sk->st)
+			atomic_fetch_add_explicit(&sk->st->tx_bytes, done, memory_order_relaxed);
+		return (ssize_t)done;
+	}
+	if (rc < 0)
+		return tx_fail(rc, 0);
+	return rc ? rc : -EAGAIN;
+}

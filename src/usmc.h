@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * usmc.h - definitions shared by every layer of libusmc and the usmc CLI.
+ *
+ * Nothing here knows about sockets; it holds the compiler helpers, the
+ * fallback/decline reason table and the address type used by discovery.
+ */
+#ifndef USMC_H
+#define USMC_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#define USMC_VERSION_STR	"0.1.0"
+#define USMC_PROTO_VERSION	1	/* shared-memory format generation */
+
+#define likely(x)	__builtin_expect(!!(x), 1)
+#define unlikely(x)	__builtin_expect(!!(x), 0)
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define USMC_CACHELINE	64
+#define __cacheline	__attribute__((aligned(USMC_CACHELINE)))
+#define __unused	__attribute__((unused))
+#define MIN(a, b)	((a) < (b) ? (a) : (b))
+#define MAX(a, b)	((a) > (b) ? (a) : (b))
+
+#define BUILD_BUG_ON(cond)	_Static_assert(!(cond), #cond)
+
+/* Relaxed single-copy accesses to shared memory written by someone else. */
+#define LOAD_RELAXED(p)		atomic_load_explicit((p), memory_order_relaxed)
+#define STORE_RELAXED(p, v)	atomic_store_explicit((p), (v), memory_order_relaxed)
+#define LOAD_ACQUIRE(p)		atomic_load_explicit((p), memory_order_acquire)
+#define STORE_RELEASE(p, v)	atomic_store_explicit((p), (v), memory_order_release)
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/*
+ * Why a connection is not (or no longer) on shared memory.  Modelled on the
+ * kernel's SMC_CLC_DECL_* codes: a positive reason means "fall back to TCP",
+ * never an error the application sees.  The names are a stable contract:
+ * `usmc stat --json` prints them and tests match on them.
+ */
+enum usmc_reason {
+	USMC_R_NONE = 0,	/* accelerated, or not decided yet */
+	USMC_R_PEER_NOT_USMC,	/* the peer is not a usmc process (no listener registered / no proposal) */
+	USMC_R_DISABLED,	/* acceleration disabled by configuration (USMC_DISABLE, port filter) */
+	USMC_R_NO_DEVICE,	/* no device both ends can use */
+	USMC_R_MEM,		/* shared memory, ring or descriptor allocation failed */
+	USMC_R_VERSION,		/* the peer speaks another shared-memory format version */
+	USMC_R_PERMISSION,	/* the peer's user is not allowed by the acceleration policy */
+	USMC_R_LIMIT,		/* link group, connection or file descriptor limit reached */
+	USMC_R_LATE,		/* the server accepted before the client's proposal was posted */
+	USMC_R_INDEX_BUSY,	/* the CLC index entry for this 4-tuple is held by another connection */
+	USMC_R_UNCERTAIN,	/* the route to the listener is not certain (reuseport, ambiguous netns) */
+	USMC_R_RUNDIR,		/* the runtime directory is missing or unsafe */
+	USMC_R_PEER_GONE,	/* the listener or link group owner died during the handshake */
+	USMC_R_SERVER_TCP,	/* the server committed to TCP first (it wrote before the proposal) */
+	USMC_R_WITHDRAWN,	/* the client saw TCP bytes on a proposed connection and withdrew */
+	USMC_R_SOCKOPT,		/* a socket option or mode SMC cannot honour (O_ASYNC, MSG_OOB...) */
+	USMC_R_INTERNAL,	/* internal error (bug): details with USMC_DEBUG=1 */
+	USMC_R_MAX
+};
+
+/* Reasons a live shared-memory connection was aborted (ECONNRESET). */
+enum usmc_abort {
+	USMC_A_NONE = 0,
+	USMC_A_PEER_RESET,	/* the peer reset or closed with unread data */
+	USMC_A_PEER_DIED,	/* the peer's TCP socket closed without a usmc close */
+	USMC_A_PROTOCOL,	/* the peer wrote an invalid cursor, flag or length */
+	USMC_A_LOCAL,		/* we closed with unread data or SO_LINGER 0 (we sent the RST) */
+	USMC_A_MAX
+};
+
+const char *usmc_reason_name(int reason);
+const char *usmc_reason_desc(int reason);
+const char *usmc_abort_name(int abort_reason);
+
+/*
+ * A transport address as both ends see it.  IPv4 is stored v4-mapped so one
+ * comparison works for AF_INET, AF_INET6 and dual-stack listeners.
+ */
+struct usmc_addr {
+	uint8_t a[16];		/* network byte order, IPv4 as ::ffff:a.b.c.d */
+	uint16_t port;		/* host byte order */
+	uint16_t __pad;
+};
+
+struct sockaddr;
+int usmc_addr_from_sa(struct usmc_addr *out, const struct sockaddr *sa,
+		      unsigned int salen);
+bool usmc_addr_is_v4(const struct usmc_addr *a);
+bool usmc_addr_is_loopback(const struct usmc_addr *a);
+bool usmc_addr_is_any(const struct usmc_addr *a);
+static inline bool usmc_addr_ip_eq(const struct usmc_addr *x,
+				   const struct usmc_addr *y)
+{
+	return memcmp(x->a, y->a, 16) == 0;
+}
+/* Format "1.2.3.4:80" or "[::1]:80" into buf (at least 64 bytes). */
+char *usmc_addr_str(const struct usmc_addr *a, char *buf, size_t len);
+
+/* 64-bit mix (splitmix64 finaliser) used for every hash in shared memory. */
+static inline uint64_t usmc_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+uint64_t usmc_now_ns(void);	/* CLOCK_MONOTONIC */
+uint64_t usmc_random64(void);	/* getrandom(), never blocks after boot */
+
+#endif /* USMC_H */

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/*
+ * wait.c - waiting for a peer: adaptive spinning, then the doorbell.
+ *
+ * A sleeping wake-up (FIFO, eventfd, futex) costs about as much as a TCP
+ * round trip on the machines we target, so a waiter first spins on the
+ * cursors for up to a budget (USMC_BUSY_POLL, or the adaptive budget capped
+ * by USMC_SPIN_US) unless the peer last ran on our CPU, where spinning only
+ * delays it.  Then it arms its doorbell, re-checks, and sleeps in poll(2)
+ * on the doorbell and the TCP socket (FIN/RST there means the peer is gone).
+ *
+ * Arm/kick protocol (pairs of full fences, see cdc.h):
+ *   waiter: drain bell; armed++; fence; re-check; sleep
+ *   kicker: publish cursor; fence; if (armed != rung) { rung = armed; ring }
+ * The drain happens before arming so a wake-up for this arm is never eaten.
+ */
+#include "af_usmc.h"
+#include "epoll.h"
+#include "log.h"
+#include "options.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <sched.h>
+#include <sys/socket.h>
+
+#define SPIN_MIN_NS	2000
+#define SPIN_CHECK	16	/* pause instructions between cursor checks */
+
+/* Would an operation of kind what make progress now (or fail)? */
+static bool wait_ready(struct usmc_sock *sk, int what)
+{
+	uint32_t mode = sk_mode(sk);
+	uint32_t f;
+
+	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
+		return true;
+	f = LOAD_ACQUIRE(&sk->sh->flags);
+	if (f & (SKF_ABORTED | SKF_TCP_EOF))
+		return true;
+	if (mode == USMC_MODE_PROPOSED) {
+		uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+
+		if (CDC_ANS_GEN(ans) == sk->gen && CDC_ANS_KIND(ans) != CDC_ANS_NONE)
+			return true;
+	}
+	if (what & USMC_WAIT_RX) {
+		uint64_t head, prod;
+
+		if (f & SKF_SHUT_RD)
+			return true;
+		if (!usmc_rx_view(sk, &head, &prod) || prod != head)
+			return true;
+		if (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_DONE | CDC_F_ABORT))
+			return true;
+	}
+	if (what & USMC_WAIT_TX) {
+		uint64_t head, prod;
+
+		if (f & SKF_SHUT_WR)
+			return true;
+		if (!usmc_tx_view(sk, &head, &prod) || prod - head < sk->size)
+			return true;
+		if (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))
+			return true;
+	}
+	return false;
+}
+
+bool usmc_arm(struct usmc_sock *sk, int what)
+{
+	if (what & USMC_WAIT_RX)
+		atomic_fetch_add_explicit(&sk->rx_c->data_armed, 1, memory_order_relaxed);
+	if (what & USMC_WAIT_TX)
+		atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed);
+	/* Pairs with the fence in usmc_kick_*(): either we see their cursor
+	 * or they see our arm. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return wait_ready(sk, what);
+}
+
+void usmc_kick_data(struct usmc_sock *sk)
+{
+	uint32_t armed;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = LOAD_RELAXED(&sk->tx_c->data_armed);
+	if (armed != sk->sh->data_rung) {
+		sk->sh->data_rung = armed;
+		sk->lgr->dev->signal(sk->bell_peer);
+		STAT_INC(doorbells);
+	}
+}
+
+void usmc_kick_space(struct usmc_sock *sk)
+{
+	uint32_t armed;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	armed = LOAD_RELAXED(&sk->rx_p->space_armed);
+	if (armed != sk->sh->space_rung) {
+		sk->sh->space_rung = armed;
+		sk->lgr->dev->signal(sk->bell_peer);
+		STAT_INC(doorbells);
+	}
+}
+
+void usmc_check_tcp(struct usmc_sock *sk, int fd)
+{
+	char c;
+	ssize_t n;
+
+	while (!sk_flag(sk, SKF_TCP_EOF)) {
+		n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			/* FIN or RST: every process on the other side closed it. */
+			sk_set_flag(sk, SKF_TCP_EOF);
+			return;
+		}
+		if (sk_flag(sk, SKF_WAKEBYTE)) {
+			/* The client's CLC wake byte (clc.h): consume it. */
+			if (real.recv(fd, &c, 1, MSG_DONTWAIT) == 1)
+				sk_clear_flag(sk, SKF_WAKEBYTE);
+			continue;
+		}
+		if (sk_mode(sk) == USMC_MODE_PROPOSED) {
+			/* TCP bytes on a proposed connection: the server is not
+			 * taking part (a NAT or a listener we could not see).
+			 * Withdraw; queued bytes follow on TCP. */
+			pthread_mutex_lock(&sk->lock);
+			if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+			    usmc_clc_withdraw(sk->ln, &sk->local)) {
+				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
+				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+				STORE_RELEASE(&sk->sh->mode, USMC_MODE_MIGRATING);
+				usmc_epoll_mode_changed();
+			}
+			pthread_mutex_unlock(&sk->lock);
+			return;
+		}
+		if (sk_mode(sk) == USMC_MODE_SMCD) {
+			/* An honest peer sends nothing on TCP once on SMC. */
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			sk_set_flag(sk, SKF_TCP_EOF);
+		}
+		return;
+	}
+}
+
+static uint32_t spin_budget_ns(struct usmc_sock *sk, int what)
+{
+	const struct usmc_cdc_prod *pp = sk->rx_p;
+	const struct usmc_cdc_cons *pc = sk->tx_c;
+	uint32_t peer_cpu, budget;
+	int cpu;
+
+	if (usmc_opt.busy_poll_us)
+		return (uint32_t)MIN(usmc_opt.busy_poll_us * 1000L, 1000000000L);
+	if (!usmc_opt.spin_us)
+		return 0;
+	/* The peer's last CPU (its own line, a hint): spinning there starves it. */
+	peer_cpu = what & USMC_WAIT_RX ? LOAD_RELAXED(&pp->cpu) : LOAD_RELAXED(&pc->cpu);
+	cpu = sched_getcpu();
+	if (cpu >= 0 && (uint32_t)cpu + 1 == peer_cpu)
+		return 0;
+	budget = sk->sh->spin_ns;
+	if (!budget)
+		budget = (uint32_t)(usmc_opt.spin_us * 1000L);
+	return budget;
+}
+
+/* Adapt: spinning that pays off keeps its budget, spinning that never
+ * does shrinks (to SPIN_MIN_NS), so idle connections stop burning CPU. */
+static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
+{
+	uint32_t max = (uint32_t)(usmc_opt.spin_us * 1000L), b = sk->sh->spin_ns;
+
+	if (usmc_opt.busy_poll_us)
+		return;
+	if (!b)
+		b = max;
+	if (hit)
+		b = (uint32_t)MIN((uint64_t)max, MAX((uint64_t)b, spent * 2 + SPIN_MIN_NS));
+	else
+		b = MAX(SPIN_MIN_NS, b / 2);
+	sk->sh->spin_ns = b;
+}
+
+int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
+{
+	struct pollfd p[2];
+	uint32_t budget;
+	uint64_t t0;
+	int cpu, n, rc;
+
+	cpu = sched_getcpu();
+	if (cpu >= 0) {
+		/* Our CPU, as a hint for the peer's spin decision (own lines). */
+		if (what & USMC_WAIT_RX)
+			STORE_RELAXED(&sk->rx_c->cpu, (uint32_t)cpu + 1);
+		if (what & USMC_WAIT_TX)
+			STORE_RELAXED(&sk->tx_p->cpu, (uint32_t)cpu + 1);
+	}
+	budget = timeout_ms == 0 ? 0 : spin_budget_ns(sk, what);
+	if (budget) {
+		uint64_t now;
+		int i;
+
+		t0 = usmc_now_ns();
+		do {
+			for (i = 0; i < SPIN_CHECK; i++)
+				cpu_relax();
+			if (wait_ready(sk, what)) {
+				now = usmc_now_ns();
+				spin_feedback(sk, true, now - t0);
+				STAT_INC(spin_hits);
+				return 0;
+			}
+			now = usmc_now_ns();
+		} while (now - t0 < budget);
+		spin_feedback(sk, false, budget);
+	}
+
+	sk->lgr->dev->drain(sk->bell_own);
+	if (usmc_arm(sk, what))
+		return 0;
+	if (timeout_ms == 0)
+		return -EAGAIN;
+	p[0].fd = sk->bell_own;
+	p[0].events = POLLIN;
+	p[0].revents = 0;
+	n = 1;
+	if (!sk_flag(sk, SKF_TCP_EOF)) {
+		p[1].fd = fd;
+		p[1].events = POLLIN | POLLRDHUP;
+		p[1].revents = 0;
+		n = 2;
+	}
+	STAT_INC(sleeps);
+	rc = real.poll(p, (nfds_t)n, timeout_ms);
+	if (rc < 0)
+		return -errno;
+	if (rc == 0)
+		return -EAGAIN;
+	if (n == 2 && p[1].revents)
+		usmc_check_tcp(sk, fd);
+	return 0;
+}
