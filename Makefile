@@ -14,9 +14,9 @@ BASE    := -std=gnu11 -D_GNU_SOURCE -pthread -fPIC $(WARN)
 LIBFLAGS := -fvisibility=hidden
 
 COMMON_SRC := src/util.c src/options.c src/log.c src/ifd.c src/rundir.c src/stats.c \
-              src/registry.c src/clc.c
+              src/registry.c src/clc.c src/dev_loopback.c
 LIB_SRC := $(COMMON_SRC) src/interpose.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c \
-           src/lgr.c src/dev_loopback.c src/tx.c src/rx.c src/close.c src/wait.c \
+           src/lgr.c src/tx.c src/rx.c src/close.c src/wait.c \
            src/poll.c src/epoll.c
 CLI_SRC := $(COMMON_SRC) cli/usmc.c cli/run.c cli/stat.c cli/dev.c cli/bench.c
 HDRS    := $(wildcard src/*.h cli/*.h)
@@ -32,7 +32,7 @@ $(O)/obj/lib/%.o: src/%.c $(HDRS)
 
 $(O)/obj/cli/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) -Isrc $(CFLAGS) -c -o $@ $<
+	$(CC) $(BASE) -iquote src $(CFLAGS) -c -o $@ $<
 
 $(O)/libusmc.so: $(LIB_OBJ) src/libusmc.map
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=src/libusmc.map -Wl,-z,defs \

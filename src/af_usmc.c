@@ -60,12 +60,9 @@ void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
 	char a[64], b[64];
 
 	STORE_RELAXED(&sk->sh->reason, (uint32_t)reason);
-	STORE_RELEASE(&sk->sh->mode, USMC_MODE_TCP);
-	usmc_epoll_mode_changed();
-	if (sk->st) {
-		STORE_RELAXED(&sk->st->mode, USMC_MODE_TCP);
+	if (sk->st)
 		STORE_RELAXED(&sk->st->reason, (uint8_t)reason);
-	}
+	sk_set_mode(sk, USMC_MODE_TCP);
 	if (reason == USMC_R_NONE)
 		return;		/* not a connection (connect failed): nothing to count */
 	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
@@ -82,9 +79,7 @@ static void conn_established(struct usmc_sock *sk)
 {
 	char a[64], b[64];
 
-	STORE_RELEASE(&sk->sh->mode, USMC_MODE_SMCD);
-	if (sk->st)
-		STORE_RELAXED(&sk->st->mode, USMC_MODE_SMCD);
+	sk_set_mode(sk, USMC_MODE_SMCD);
 	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
 		STAT_INC(smc_conns);
 		if (sk->role == 'C')
@@ -154,6 +149,7 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 		return USMC_R_DISABLED;
 	if (usmc_registry_attach())
 		return USMC_R_RUNDIR;
+	usmc_stats_attach();
 	reason = usmc_registry_match(dst, &rec);
 	if (reason)
 		return reason;
@@ -243,10 +239,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	}
 	sk->ln = ln;
 	sk_set_flag(sk, SKF_WAKE_SEND | (rc ? SKF_CONNECTING : 0));
-	STORE_RELEASE(&sk->sh->mode, USMC_MODE_PROPOSED);
-	if (sk->st)
-		STORE_RELAXED(&sk->st->mode, USMC_MODE_PROPOSED);
-	usmc_epoll_mode_changed();
+	sk_set_mode(sk, USMC_MODE_PROPOSED);
 	usmc_dbg(2, "connect fd %d: proposal posted (link group %016llx slot %u gen %u)",
 		 fd, (unsigned long long)sk->lgr->id, sk->slot, sk->gen);
 	if (!rc)
@@ -479,7 +472,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		if (reason == USMC_CLC_PENDING) {
 			/* Usually: the client is still between connect() and its
 			 * proposal.  Decide when the application acts. */
-			STORE_RELEASE(&sk->sh->mode, USMC_MODE_UNDECIDED);
+			sk_set_mode(sk, USMC_MODE_UNDECIDED);
 		} else {
 			server_settle(sk, nfd, reason, &prop);
 		}
@@ -567,8 +560,7 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 				r = USMC_R_INTERNAL;
 			STORE_RELAXED(&sk->sh->reason, r);
 			sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
-			STORE_RELEASE(&sk->sh->mode, USMC_MODE_MIGRATING);
-			usmc_epoll_mode_changed();
+			sk_set_mode(sk, USMC_MODE_MIGRATING);
 			STAT_INC(late_declines);
 			usmc_dbg(1, "connect %s: declined by server (%s), queued bytes move to TCP",
 				 usmc_addr_str(&sk->peer, a, sizeof(a)), usmc_reason_name((int)r));

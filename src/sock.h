@@ -103,6 +103,17 @@ static inline uint32_t sk_mode(const struct usmc_sock *sk)
 	return LOAD_ACQUIRE(&sk->sh->mode);
 }
 
+/* Every path change goes through here: epoll registrations follow it. */
+static inline void sk_set_mode(struct usmc_sock *sk, uint32_t mode)
+{
+	void usmc_epoll_mode_changed(void);
+
+	STORE_RELEASE(&sk->sh->mode, mode);
+	if (sk->st)
+		STORE_RELAXED(&sk->st->mode, (uint8_t)mode);
+	usmc_epoll_mode_changed();
+}
+
 static inline bool sk_flag(const struct usmc_sock *sk, uint32_t f)
 {
 	return LOAD_ACQUIRE(&sk->sh->flags) & f;

@@ -136,8 +136,7 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 			    usmc_clc_withdraw(sk->ln, &sk->local)) {
 				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
 				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
-				STORE_RELEASE(&sk->sh->mode, USMC_MODE_MIGRATING);
-				usmc_epoll_mode_changed();
+				sk_set_mode(sk, USMC_MODE_MIGRATING);
 			}
 			pthread_mutex_unlock(&sk->lock);
 			return;
