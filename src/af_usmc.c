@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <time.h>
 
-static void conn_stats_open(struct usmc_sock *sk, int fd)
+void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 {
 	struct usmc_stats_conn *st;
 
@@ -94,7 +94,7 @@ static void conn_established(struct usmc_sock *sk)
 }
 
 /* Point the connection at its slot: our lines, the peer's lines, rings. */
-static int conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen)
+int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen)
 {
 	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
 	int rc;
@@ -189,7 +189,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	reason = client_match(&sk->peer, &ln);
 	if (!reason)
 		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
-	if (!reason && conn_bind_slot(sk, l, slot, gen)) {
+	if (!reason && usmc_conn_bind_slot(sk, l, slot, gen)) {
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = USMC_R_LIMIT;
 	}
@@ -201,7 +201,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		conn_unbind_slot(sk, false);
 		if (err == EINTR) {
 			/* The kernel goes on connecting; we stay on TCP for it. */
-			conn_stats_open(sk, fd);
+			usmc_conn_stats_open(sk, fd);
 			usmc_sock_set_tcp(sk, reason ? reason : USMC_R_PEER_NOT_USMC);
 		} else {
 			sk->kind = SK_TCP;
@@ -229,7 +229,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.client = sk->local;
 		reason = usmc_clc_propose(ln, &prop);
 	}
-	conn_stats_open(sk, fd);
+	usmc_conn_stats_open(sk, fd);
 	if (reason) {
 		usmc_clc_ln_put(ln);
 		conn_unbind_slot(sk, false);
@@ -382,7 +382,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		usmc_lgr_put(l);
 		return USMC_R_INTERNAL;
 	}
-	rc = conn_bind_slot(sk, l, p->slot, p->gen);
+	rc = usmc_conn_bind_slot(sk, l, p->slot, p->gen);
 	if (rc) {
 		usmc_lgr_put(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
@@ -477,7 +477,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 			server_settle(sk, nfd, reason, &prop);
 		}
 	}
-	conn_stats_open(sk, nfd);
+	usmc_conn_stats_open(sk, nfd);
 	if (usmc_fd_install(nfd, sk))
 		usmc_sock_put(sk);
 	return nfd;

@@ -5,12 +5,20 @@
 #ifndef USMC_AF_USMC_H
 #define USMC_AF_USMC_H
 
+#include <stdint.h>
+
 struct usmc_sock;
 
 /* Settle a non-blocking connect that finished; 0, -EINPROGRESS or -errno. */
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 void usmc_listen_release(struct usmc_sock *sk);
 void usmc_conn_release(struct usmc_sock *sk);
+void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
+struct usmc_lgr;
+int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen);
+/* exec.c */
+void usmc_exec_adopt(void);
+
 /* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
 void usmc_conn_close_protocol(struct usmc_sock *sk);
 

@@ -162,6 +162,33 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 	return 0;
 }
 
+int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
+{
+	size_t len = sizeof(struct usmc_clc_index);
+	struct usmc_clc_ln *ln;
+	struct stat st;
+
+	if (fstat(fd, &st) || (size_t)st.st_size != len)
+		return -EBADMSG;
+	ln = calloc(1, sizeof(*ln));
+	if (!ln)
+		return -ENOMEM;
+	ln->idx = usmc_map_shared(fd, len);
+	if (!ln->idx || ln->idx->id != id) {
+		if (ln->idx)
+			munmap(ln->idx, len);
+		free(ln);
+		return -EBADMSG;
+	}
+	usmc_ifd_mark(fd);
+	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+	ln->id = id;
+	ln->fd = fd;
+	STORE_RELAXED(&ln->refs, 1);
+	*out = ln;
+	return 0;
+}
+
 int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 {
 	struct usmc_clc_ln *ln, **pp;

@@ -100,6 +100,8 @@ void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln);
  * Returns a reference. */
 int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out);
 struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln);
+/* After exec: our listener's index from the inherited (locked) fd. */
+int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out);
 void usmc_clc_ln_put(struct usmc_clc_ln *ln);
 
 /* Client: post a proposal for 4-tuple key `client`.  0 or a reason. */

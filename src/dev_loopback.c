@@ -156,8 +156,9 @@ static int lo_lgr_attach(struct usmc_lgr *l)
 		rc = -ENOMEM;
 		goto err;
 	}
-	/* Our read lock on byte 1 tells the owner we still hold its slots. */
-	{
+	/* Our read lock on byte 1 tells the owner we still hold its slots
+	 * (an owner re-attaching after exec keeps its inherited lock on 0). */
+	if (!l->owner) {
 		struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 1, .l_len = 1 };
 
 		sys_fcntl(fd, F_OFD_SETLK, (long)&fl);

@@ -14,28 +14,77 @@
 #include "sys.h"
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #define FAMILY_OBJS	65536
 
 static struct usmc_sock_sh *family;
+static int family_fd = -1;
 static pthread_mutex_t family_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned int family_hint;
 
+#define FAMILY_LEN	(sizeof(struct usmc_sock_sh) * FAMILY_OBJS)
+
+/* A memfd rather than anonymous memory: an exec'ed image inherits it and
+ * keeps sharing the sockets it was handed (exec.c). */
+static int family_map(int fd)
+{
+	void *p = mmap(NULL, FAMILY_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	family = p;
+	family_fd = fd;
+	usmc_ifd_mark(fd);
+	return 0;
+}
+
 static int family_init(void)
 {
-	size_t len = sizeof(struct usmc_sock_sh) * FAMILY_OBJS;
-	void *p;
+	int fd, rc = 0;
 
 	pthread_mutex_lock(&family_init_lock);
 	if (!family) {
-		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (p != MAP_FAILED)
-			family = p;
+		fd = memfd_create("usmc-family", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) || (rc = family_map(fd))) {
+			if (fd >= 0)
+				sys_close(fd);
+			rc = -ENOMEM;
+		}
 	}
 	pthread_mutex_unlock(&family_init_lock);
-	return family ? 0 : -ENOMEM;
+	return family ? 0 : rc;
+}
+
+int usmc_family_fd(void)
+{
+	return family_fd;
+}
+
+int usmc_family_index(const struct usmc_sock_sh *sh)
+{
+	return (int)(sh - family);
+}
+
+int usmc_family_adopt(int fd)
+{
+	struct stat st;
+
+	if (family)
+		return -EEXIST;
+	if (fstat(fd, &st) || (size_t)st.st_size != FAMILY_LEN)
+		return -EINVAL;
+	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return family_map(fd);
+}
+
+struct usmc_sock_sh *usmc_family_at(int idx)
+{
+	if (!family || idx < 0 || idx >= FAMILY_OBJS || !LOAD_ACQUIRE(&family[idx].in_use))
+		return NULL;
+	return &family[idx];
 }
 
 static void mutex_init_robust(pthread_mutex_t *m)

@@ -137,16 +137,54 @@ void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *
 	}
 }
 
+static unsigned int fork_gen;
+
+/* Each socket once: one more process will hold it. */
+static void fork_ref(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	int delta = *(int *)arg;
+
+	if (sk->fork_gen == fork_gen)
+		return;
+	sk->fork_gen = fork_gen;
+	atomic_fetch_add(&sk->sh->refs, delta);
+}
+
+/*
+ * fork(): the child's descriptors must be counted in the shared reference
+ * before the parent can close its own copy, so this happens in the parent,
+ * before the fork, with the table locked (no descriptor can come or go
+ * until both processes have their copy).
+ */
+void usmc_fd_fork_prepare(void)
+{
+	int one = 1;
+
+	pthread_mutex_lock(&fdtab_lock);
+	fork_gen++;
+	usmc_fd_foreach(fork_ref, &one);
+}
+
+void usmc_fd_fork_parent(bool failed)
+{
+	int minus = -1;
+
+	if (failed) {
+		fork_gen++;
+		usmc_fd_foreach(fork_ref, &minus);
+	}
+	pthread_mutex_unlock(&fdtab_lock);
+}
+
 static void zero_ref(int fd __unused, struct usmc_sock *sk, void *arg __unused)
 {
 	STORE_RELAXED(&sk->ref, 0);
+	pthread_mutex_init(&sk->lock, NULL);
 }
 
 static void count_ref(int fd __unused, struct usmc_sock *sk, void *arg __unused)
 {
-	/* First descriptor of this socket in the child: one more process holds it. */
-	if (atomic_fetch_add(&sk->ref, 1) == 0)
-		atomic_fetch_add(&sk->sh->refs, 1);
+	atomic_fetch_add(&sk->ref, 1);
 }
 
 void usmc_fd_after_fork(void)

@@ -22,5 +22,7 @@ void usmc_fd_dup(int oldfd, int newfd);
 /* Call fn for every tracked descriptor (fork, exec, exit). */
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
 void usmc_fd_after_fork(void);
+void usmc_fd_fork_prepare(void);
+void usmc_fd_fork_parent(bool failed);
 
 #endif

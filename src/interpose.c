@@ -1033,6 +1033,21 @@ EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 
 /* ---- process lifetime ------------------------------------------------- */
 
+static pid_t (*real_fork)(void);
+
+EXPORT pid_t fork(void)
+{
+	pid_t pid;
+
+	if (unlikely(!real_fork))
+		real_fork = dlsym(RTLD_NEXT, "fork");
+	usmc_fd_fork_prepare();
+	pid = real_fork();	/* runs the atfork handlers below in the child */
+	if (pid != 0)
+		usmc_fd_fork_parent(pid < 0);
+	return pid;
+}
+
 static void atfork_child(void)
 {
 	usmc_fd_after_fork();
@@ -1055,6 +1070,7 @@ __attribute__((constructor)) static void usmc_init(void)
 	usmc_options_load();
 	usmc_real_init();
 	pthread_atfork(NULL, NULL, atfork_child);
+	usmc_exec_adopt();
 }
 
 __attribute__((destructor)) static void usmc_fini(void)

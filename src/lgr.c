@@ -14,6 +14,7 @@
 #include "stats.h"
 #include "sys.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_cdc_ctrl) != 512);
@@ -234,6 +235,50 @@ int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
 		free(l);
 		return rc;
 	}
+	if (lgr_bells_alloc(l)) {
+		lgr_free(l);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&lgr_list_lock);
+	l->refs = 1;
+	l->next = lgr_list;
+	lgr_list = l;
+	pthread_mutex_unlock(&lgr_list_lock);
+	*out = l;
+	return 0;
+}
+
+int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
+{
+	struct usmc_lgr *l;
+	int rc;
+
+	pthread_mutex_lock(&lgr_list_lock);
+	for (l = lgr_list; l; l = l->next)
+		if (l->owner && l->id == id)
+			break;
+	if (l) {
+		l->refs++;
+		pthread_mutex_unlock(&lgr_list_lock);
+		*out = l;
+		return 0;
+	}
+	pthread_mutex_unlock(&lgr_list_lock);
+	l = lgr_alloc(id, true);
+	if (!l)
+		return -ENOMEM;
+	rc = l->dev->lgr_attach(l);
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	/* Keep the inherited owner lock; never allocate from or unpublish a
+	 * link group we did not create (pid 0 matches no process). */
+	usmc_ifd_close(l->mem_fd);
+	l->mem_fd = owner_fd;
+	usmc_ifd_mark(owner_fd);
+	sys_fcntl(owner_fd, F_SETFD, FD_CLOEXEC);
+	l->pid = 0;
 	if (lgr_bells_alloc(l)) {
 		lgr_free(l);
 		return -ENOMEM;

@@ -54,16 +54,26 @@ static void pool_put(struct usmc_sock *sk)
 
 struct usmc_sock *usmc_sock_new(int fd, int kind)
 {
+	struct usmc_sock_sh *sh = usmc_family_alloc();
+	struct usmc_sock *sk;
+
+	if (!sh)
+		return NULL;
+	sk = usmc_sock_wrap(fd, kind, sh);
+	if (!sk) {
+		usmc_family_free(sh);
+		return NULL;
+	}
+	STORE_RELAXED(&sh->refs, 1);
+	return sk;
+}
+
+struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
+{
 	struct usmc_sock *sk = pool_get();
-	struct usmc_sock_sh *sh;
 
 	if (!sk)
 		return NULL;
-	sh = usmc_family_alloc();
-	if (!sh) {
-		pool_put(sk);
-		return NULL;
-	}
 	/* ref stays 0 while we fill it: lookups cannot take it yet. */
 	sk->kind = kind;
 	sk->fd0 = fd;
@@ -87,7 +97,6 @@ struct usmc_sock *usmc_sock_new(int fd, int kind)
 	sk->reg_idx = -1;
 	memset(&sk->bound, 0, sizeof(sk->bound));
 	sk->epregs = NULL;
-	STORE_RELAXED(&sh->refs, 1);
 	STORE_RELEASE(&sk->ref, 1);
 	return sk;
 }

@@ -95,6 +95,7 @@ struct usmc_sock {
 	struct usmc_addr bound;
 
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
+	unsigned int fork_gen;		/* fdtab.c: counted for the current fork */
 	struct usmc_sock *free_next;
 };
 
@@ -172,9 +173,15 @@ void usmc_family_free(struct usmc_sock_sh *sh);
 int usmc_family_lock(pthread_mutex_t *m);
 void usmc_family_unlock(pthread_mutex_t *m);
 void usmc_family_after_fork(void);
+int usmc_family_fd(void);
+int usmc_family_index(const struct usmc_sock_sh *sh);
+struct usmc_sock_sh *usmc_family_at(int idx);
+int usmc_family_adopt(int fd);
 
 /* sock.c: lifecycle */
 struct usmc_sock *usmc_sock_new(int fd, int kind);
+/* A local object for an existing shared half (exec adoption). */
+struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
 void usmc_sock_get(struct usmc_sock *sk);
 void usmc_sock_put(struct usmc_sock *sk);
 /* The family's last descriptor is gone: close protocol, free resources. */

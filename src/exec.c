@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: MIT
+/*
+ * exec.c - handing accelerated sockets across exec().
+ *
+ * An exec'ed program inherits descriptors but not our memory.  For every
+ * inherited (not close-on-exec) socket we describe, in USMC_INHERIT, what
+ * the new image needs to pick it up: the shared half in the family memfd
+ * (which stays open across exec), the link group and slot, the CLC index,
+ * the owner locks that must not drop.  The new image's constructor adopts
+ * them, so the connection keeps working where TCP would have kept working.
+ * If exec fails, everything is put back.
+ *
+ *   USMC_INHERIT=1,<family fd>;C,<fd>,<role>,<mode>,<sh>,<lgr>,<slot>,<gen>,
+ *                <ln>,<ln fd>,<tcp mark>,<owner fd>,<local>,<peer>;L,<fd>,<sh>,
+ *                <ln>,<ln fd>,<reg idx>,<bound>
+ * Not covered: posix_spawn() and system(), whose exec inside glibc cannot be
+ * interposed (docs/design.md, limits).
+ */
+#include "af_usmc.h"
+#include "fdtab.h"
+#include "log.h"
+#include "real.h"
+#include "rundir.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define INHERIT_ENV	"USMC_INHERIT"
+#define INHERIT_MAX	65536
+#define KEEP_MAX	1024
+
+extern char **environ;
+
+struct exec_ctx {
+	char *buf;		/* "USMC_INHERIT=..." */
+	size_t len;
+	int keep[KEEP_MAX];	/* descriptors whose FD_CLOEXEC we cleared */
+	int nkeep;
+	int nsock;
+};
+
+static void keep_open(struct exec_ctx *c, int fd)
+{
+	int i;
+
+	if (fd < 0)
+		return;
+	for (i = 0; i < c->nkeep; i++)
+		if (c->keep[i] == fd)
+			return;
+	if (c->nkeep == KEEP_MAX || sys_fcntl(fd, F_SETFD, 0) < 0)
+		return;
+	c->keep[c->nkeep++] = fd;
+}
+
+static void put_addr(struct exec_ctx *c, const struct usmc_addr *a)
+{
+	int i;
+
+	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ",");
+	for (i = 0; i < 16; i++)
+		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, "%02x", a->a[i]);
+	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ":%u", a->port);
+}
+
+static void collect(int fd, struct usmc_sock *sk, void *arg)
+{
+	struct exec_ctx *c = arg;
+	int fl = sys_fcntl(fd, F_GETFD, 0);
+	uint32_t mode;
+
+	if (fl < 0 || (fl & FD_CLOEXEC) || c->len > INHERIT_MAX - 512)
+		return;
+	if (sk->kind == SK_LISTEN && sk->lst) {
+		keep_open(c, sk->lst->fd);
+		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len,
+					   ";L,%d,%d,%llx,%d,%d", fd, usmc_family_index(sk->sh),
+					   (unsigned long long)sk->lst->id, sk->lst->fd, sk->reg_idx);
+		put_addr(c, &sk->bound);
+		c->nsock++;
+		return;
+	}
+	if (sk->kind != SK_CONN)
+		return;
+	/* Settle what cannot travel half-done. */
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	if (sk_mode(sk) == USMC_MODE_MIGRATING)
+		usmc_migrate_pump(sk, fd, true);
+	mode = sk_mode(sk);
+	if (sk->lgr)
+		keep_open(c, sk->lgr->mem_fd);
+	if (sk->ln)
+		keep_open(c, sk->ln->fd);
+	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len,
+				   ";C,%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d,%d", fd, sk->role ? sk->role : 'C',
+				   mode, usmc_family_index(sk->sh),
+				   (unsigned long long)(sk->lgr ? sk->lgr->id : 0), sk->slot, sk->gen,
+				   (unsigned long long)(sk->ln ? sk->ln->id : 0), sk->ln ? sk->ln->fd : -1,
+				   sk->tcp_marked, sk->lgr && sk->lgr->owner ? sk->lgr->mem_fd : -1);
+	put_addr(c, &sk->local);
+	put_addr(c, &sk->peer);
+	c->nsock++;
+}
+
+/* Build the environment for the new image; NULL when nothing to hand over. */
+static char **exec_prepare(struct exec_ctx *c, char *const envp[])
+{
+	size_t n = 0, i, j = 0;
+	char **env;
+
+	memset(c, 0, sizeof(*c));
+	if (usmc_family_fd() < 0)
+		return NULL;
+	c->buf = malloc(INHERIT_MAX);
+	if (!c->buf)
+		return NULL;
+	c->len = (size_t)snprintf(c->buf, INHERIT_MAX, INHERIT_ENV "=1,%d", usmc_family_fd());
+	usmc_fd_foreach(collect, c);
+	if (!c->nsock) {
+		free(c->buf);
+		c->buf = NULL;
+		return NULL;
+	}
+	keep_open(c, usmc_family_fd());
+	for (n = 0; envp && envp[n]; n++)
+		;
+	env = malloc(sizeof(*env) * (n + 2));
+	if (!env)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (strncmp(envp[i], INHERIT_ENV "=", sizeof(INHERIT_ENV)))
+			env[j++] = envp[i];
+	env[j++] = c->buf;
+	env[j] = NULL;
+	usmc_dbg(2, "exec: handing %d socket(s) to the new image", c->nsock);
+	return env;
+}
+
+/* exec failed: we are still the old image; close-on-exec goes back on. */
+static void exec_undo(struct exec_ctx *c, char **env)
+{
+	int i, saved = errno;
+
+	for (i = 0; i < c->nkeep; i++)
+		sys_fcntl(c->keep[i], F_SETFD, FD_CLOEXEC);
+	free(env);
+	free(c->buf);
+	errno = saved;
+}
+
+#define EXPORT __attribute__((visibility("default")))
+
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+
+static void exec_real_init(void)
+{
+	if (!real.execve)
+		usmc_real_init();
+	if (!real_execvpe)
+		real_execvpe = dlsym(RTLD_NEXT, "execvpe");
+	if (!real_fexecve)
+		real_fexecve = dlsym(RTLD_NEXT, "fexecve");
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	struct exec_ctx c;
+	char **env;
+
+	exec_real_init();
+	env = exec_prepare(&c, envp);
+	if (!env)
+		return real.execve(path, argv, envp);
+	real.execve(path, argv, env);
+	exec_undo(&c, env);
+	return -1;
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	struct exec_ctx c;
+	char **env;
+
+	exec_real_init();
+	env = exec_prepare(&c, envp);
+	if (!env)
+		return real_execvpe(file, argv, envp);
+	real_execvpe(file, argv, env);
+	exec_undo(&c, env);
+	return -1;
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	struct exec_ctx c;
+	char **env;
+
+	exec_real_init();
+	env = exec_prepare(&c, envp);
+	if (!env)
+		return real_fexecve(fd, argv, envp);
+	real_fexecve(fd, argv, env);
+	exec_undo(&c, env);
+	return -1;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* execl family: gather the variadic arguments, then the vector form. */
+static char **va_argv(const char *arg0, va_list ap, char ***envp_out)
+{
+	size_t n = 1, cap = 16;
+	char **v = malloc(sizeof(*v) * cap), *a;
+
+	if (!v)
+		return NULL;
+	v[0] = (char *)arg0;
+	while (arg0 && (a = va_arg(ap, char *))) {
+		if (n + 2 > cap) {
+			char **nv = realloc(v, sizeof(*v) * (cap *= 2));
+
+			if (!nv) {
+				free(v);
+				return NULL;
+			}
+			v = nv;
+		}
+		v[n++] = a;
+	}
+	v[n] = NULL;
+	if (envp_out)
+		*envp_out = va_arg(ap, char **);
+	return v;
+}
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+
+	va_start(ap, arg);
+	v = va_argv(arg, ap, NULL);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	execve(path, v, environ);
+	free(v);
+	return -1;
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+
+	va_start(ap, arg);
+	v = va_argv(arg, ap, NULL);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	execvpe(file, v, environ);
+	free(v);
+	return -1;
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **v, **envp = NULL;
+	va_list ap;
+
+	va_start(ap, arg);
+	v = va_argv(arg, ap, &envp);
+	va_end(ap);
+	if (!v) {
+		errno = ENOMEM;
+		return -1;
+	}
+	execve(path, v, envp);
+	free(v);
+	return -1;
+}
+
+/* ---- the new image ---------------------------------------------------- */
+
+static int get_addr(const char **p, struct usmc_addr *a)
+{
+	unsigned int i, b, port;
+	int n;
+
+	if (**p != ',')
+		return -1;
+	(*p)++;
+	memset(a, 0, sizeof(*a));
+	for (i = 0; i < 16; i++) {
+		if (sscanf(*p, "%2x", &b) != 1)
+			return -1;
+		a->a[i] = (uint8_t)b;
+		*p += 2;
+	}
+	if (sscanf(*p, ":%u%n", &port, &n) != 1)
+		return -1;
+	a->port = (uint16_t)port;
+	*p += n;
+	return 0;
+}
+
+/* An inherited lock holder: ours again, close-on-exec again. */
+static void keep_internal(int fd)
+{
+	if (fd < 0)
+		return;
+	usmc_ifd_mark(fd);
+	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+static void adopt_conn(const char **p)
+{
+	int fd, shidx, lnfd, marked, ownfd, n;
+	unsigned int mode, slot, gen;
+	unsigned long long lgr_id, ln_id;
+	struct usmc_sock_sh *sh;
+	struct usmc_sock *sk;
+	struct usmc_lgr *l;
+	char role;
+
+	if (sscanf(*p, ",%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d,%d%n", &fd, &role, &mode, &shidx,
+		   &lgr_id, &slot, &gen, &ln_id, &lnfd, &marked, &ownfd, &n) != 11)
+		return;
+	*p += n;
+	sh = usmc_family_at(shidx);
+	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
+		return;
+	sk->role = role;
+	sk->tcp_marked = marked;
+	if (get_addr(p, &sk->local) || get_addr(p, &sk->peer))
+		goto drop;
+	keep_internal(lnfd);
+	if (ln_id && usmc_clc_ln_get(ln_id, &sk->ln))
+		sk->ln = NULL;
+	if (mode == USMC_MODE_SMCD || mode == USMC_MODE_PROPOSED) {
+		int rc = role == 'C' ? usmc_lgr_adopt(lgr_id, ownfd, &l) : usmc_lgr_attach(lgr_id, &l);
+
+		if (rc || slot >= l->nslots || usmc_conn_bind_slot(sk, l, slot, gen)) {
+			/* Cannot reach the link group: fail loudly, never hang.
+			 * Shutting the TCP socket down gives both ends EOF. */
+			usmc_log_write("exec: fd %d: link group %016llx unreachable", fd, lgr_id);
+			if (!rc)
+				usmc_lgr_put(l);
+			sk->lgr = NULL;
+			sk_set_mode(sk, USMC_MODE_TCP);
+			real.shutdown(fd, SHUT_RDWR);
+		}
+	} else {
+		keep_internal(ownfd);
+	}
+	usmc_conn_stats_open(sk, fd);
+	if (!usmc_fd_install(fd, sk))
+		return;
+drop:
+	usmc_sock_put(sk);
+}
+
+static void adopt_listener(const char **p)
+{
+	int fd, shidx, lnfd, reg, n;
+	unsigned long long ln_id;
+	struct usmc_sock_sh *sh;
+	struct usmc_sock *sk;
+
+	if (sscanf(*p, ",%d,%d,%llx,%d,%d%n", &fd, &shidx, &ln_id, &lnfd, &reg, &n) != 5)
+		return;
+	*p += n;
+	sh = usmc_family_at(shidx);
+	if (!sh || !(sk = usmc_sock_wrap(fd, SK_LISTEN, sh)))
+		return;
+	if (get_addr(p, &sk->bound) || usmc_clc_ln_adopt(ln_id, lnfd, &sk->lst)) {
+		usmc_sock_put(sk);
+		return;
+	}
+	sk->reg_idx = reg;
+	if (usmc_fd_install(fd, sk))
+		usmc_sock_put(sk);
+}
+
+void usmc_exec_adopt(void)
+{
+	const char *env = getenv(INHERIT_ENV), *p;
+	int famfd, n;
+
+	if (!env)
+		return;
+	if (usmc_rundir_init() || sscanf(env, "1,%d%n", &famfd, &n) != 1 ||
+	    usmc_family_adopt(famfd)) {
+		usmc_dbg(1, "exec: cannot adopt inherited sockets (%s)", env);
+		goto out;
+	}
+	usmc_dbg(2, "exec: adopting %s", env);
+	for (p = env + n; *p == ';'; ) {
+		p++;
+		if (*p == 'C') {
+			p++;
+			adopt_conn(&p);
+		} else if (*p == 'L') {
+			p++;
+			adopt_listener(&p);
+		}
+		while (*p && *p != ';')
+			p++;
+	}
+out:
+	unsetenv(INHERIT_ENV);
+}
