@@ -1,0 +1,180 @@
+"""Run the standalone C test programs (tests/unit/t_*.c) under libusmc.
+
+Builds nothing: it runs what `make tests`, `make asan` and `make tsan` left
+in build/tests/, build/asan/tests/ and build/tsan/tests/ (a build that is
+missing is skipped).  Every program is its own test id, e.g. plain/t_epoll.
+
+Each run gets:
+  LD_PRELOAD   the libusmc.so of the same build (the sanitizer builds link
+               the test programs with the same -fsanitize flags, so the
+               sanitizer runtime is already in the executable and
+               LD_PRELOAD needs nothing else)
+  USMC_RUNDIR  a fresh runtime directory under /dev/shm, removed afterwards
+  USMC_CLI     the usmc binary of the same build (programs read counters
+               with `usmc stat --json` to prove their connections went
+               through shared memory)
+and runs under `timeout`.  Exit 0 passes, 77 skips, anything else fails.
+
+Sanitizer options, and why:
+  ASAN_OPTIONS=detect_leaks=0   LSan reports the library's deliberately
+      process-lifetime objects (type-stable socket pool, epoll arena,
+      mappings kept for forked children) and every forked child that
+      _exit()s holding its parent's heap; leaks are not what these tests
+      look for.
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1   the build already
+      uses -fno-sanitize-recover=undefined; this adds stacks.
+  TSAN_OPTIONS=halt_on_error=1:die_after_fork=0:report_signal_unsafe=0
+      halt_on_error: the first race fails the run (exit 66) instead of a
+      report buried in a passing run.  die_after_fork=0: the programs fork
+      from multi-threaded processes (the stress server, fork tests) and
+      the child only runs async-signal-safe code or execs; TSan's default
+      would kill such a child.  report_signal_unsafe=0: test signal
+      handlers only bump a sig_atomic_t; libusmc interposes sigaction
+      itself and TSan's check fires on its bookkeeping, not on the tests.
+
+t_semantics is differential: it runs once with USMC_DISABLE=1 (plain TCP
+through the same interposition) and once normally; the transcripts must be
+identical, and the normal run must have passed its own acceleration checks.
+"""
+import difflib
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILDS = {
+    "plain": ROOT / "build",
+    "asan": ROOT / "build" / "asan",
+    "tsan": ROOT / "build" / "tsan",
+}
+# Seconds per program run (the `timeout` limit); sanitizers are slower.
+LIMIT = {"plain": 120, "asan": 240, "tsan": 300}
+SKIP = 77
+
+
+def _programs(build):
+    d = BUILDS[build] / "tests"
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir()
+                  if p.name.startswith("t_") and p.is_file() and os.access(p, os.X_OK))
+
+
+def _params():
+    out = []
+    for build in BUILDS:
+        for prog in _programs(build):
+            if prog == "t_semantics":
+                continue
+            out.append(pytest.param(build, prog, id=f"{build}/{prog}"))
+    return out
+
+
+def _sem_params():
+    return [pytest.param(b, id=f"{b}/t_semantics") for b in BUILDS if "t_semantics" in _programs(b)]
+
+
+def _env(build, rundir, extra=None):
+    env = dict(os.environ)
+    for k in ("USMC_DISABLE", "USMC_DEBUG", "LD_PRELOAD"):
+        env.pop(k, None)
+    env["LD_PRELOAD"] = str(BUILDS[build] / "libusmc.so")
+    env["USMC_RUNDIR"] = rundir
+    env["USMC_CLI"] = str(BUILDS[build] / "usmc")
+    env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    env["TSAN_OPTIONS"] = "halt_on_error=1:die_after_fork=0:report_signal_unsafe=0"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _stats(build, env):
+    r = subprocess.run([str(BUILDS[build] / "usmc"), "stat", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None
+
+
+class Run:
+    def __init__(self, rc, out, err, stats):
+        self.rc, self.out, self.err, self.stats = rc, out, err, stats
+
+    def describe(self):
+        return (f"exit {self.rc}\n--- stderr (tail) ---\n{self.err[-6000:]}\n"
+                f"--- stdout (tail) ---\n{self.out[-3000:]}\n--- counters ---\n"
+                f"{json.dumps(self.stats, indent=1)[:3000] if self.stats else None}")
+
+
+def run_program(build, prog, args=(), extra_env=None):
+    """Run one program with a fresh runtime directory; returns a Run."""
+    if not (BUILDS[build] / "libusmc.so").exists():
+        pytest.skip(f"{build}: libusmc.so not built")
+    rundir = tempfile.mkdtemp(prefix=f"usmc-t-{prog}-", dir="/dev/shm")
+    try:
+        env = _env(build, rundir, extra_env)
+        cmd = ["timeout", "-k", "5", str(LIMIT[build]),
+               str(BUILDS[build] / "tests" / prog), *args]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                           errors="replace", cwd=str(ROOT))
+        stats = _stats(build, env)
+        return Run(r.returncode, r.stdout, r.stderr, stats)
+    finally:
+        shutil.rmtree(rundir, ignore_errors=True)
+
+
+def check(run, what):
+    if run.rc == SKIP:
+        pytest.skip(f"{what}: {run.err.strip()[-300:]}")
+    if run.rc in (124, 137):
+        pytest.fail(f"{what}: timed out\n{run.describe()}")
+    assert run.rc == 0, f"{what}: {run.describe()}"
+
+
+# pytest-timeout: a hard stop above the `timeout` of the runs a test makes.
+@pytest.mark.timeout(max(LIMIT.values()) + 60)
+@pytest.mark.parametrize("build,prog", _params())
+def test_program(build, prog):
+    check(run_program(build, prog), f"{build}/{prog}")
+
+
+@functools.lru_cache(maxsize=None)
+def semantics_runs(build):
+    """(TCP run, shared-memory run) of t_semantics, each once per session."""
+    tcp = run_program(build, "t_semantics", extra_env={"USMC_DISABLE": "1"})
+    smc = run_program(build, "t_semantics")
+    return tcp, smc
+
+
+@pytest.mark.timeout(2 * max(LIMIT.values()) + 60)
+@pytest.mark.parametrize("build", _sem_params())
+def test_semantics_transcript(build):
+    """Plain TCP and usmc print the same transcript."""
+    tcp, smc = semantics_runs(build)
+    check(tcp, f"{build}/t_semantics (USMC_DISABLE=1)")
+    if tcp.out != smc.out:
+        diff = "".join(difflib.unified_diff(tcp.out.splitlines(True), smc.out.splitlines(True),
+                                            "tcp (USMC_DISABLE=1)", "usmc"))
+        pytest.fail(f"transcripts differ:\n{diff}\n--- usmc stderr ---\n{smc.err[-4000:]}")
+
+
+@pytest.mark.timeout(2 * max(LIMIT.values()) + 60)
+@pytest.mark.parametrize("build", _sem_params())
+def test_semantics_accelerated(build):
+    """The usmc run put every connection on shared memory (checked per
+    scenario by the program; here once more from the final counters)."""
+    _, smc = semantics_runs(build)
+    check(smc, f"{build}/t_semantics")
+    assert smc.stats, "no counters from usmc stat --json"
+    assert smc.stats["smc_conns"] > 0, smc.describe()
+    assert smc.stats["tcp_fallback"] == {}, smc.describe()

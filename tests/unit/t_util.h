@@ -1,0 +1,647 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * t_util.h - helpers shared by the standalone usmc test programs.
+ *
+ * Every program is one feature: exit 0 pass, 1 fail, 77 skip.  Programs
+ * run with LD_PRELOAD=libusmc.so (tests/test_unit.py sets it, a fresh
+ * USMC_RUNDIR per run), so every TCP socket below goes through usmc unless
+ * USMC_DISABLE=1.  Helpers here only use plain libc; the counters come from
+ * `usmc stat --json` (path in USMC_CLI, else guessed next to the program).
+ *
+ * A failed check prints file:line and the reason, then exits 1 (in a child
+ * too: the parent sees the status).  Everything is static: each program
+ * includes this header once.
+ */
+#ifndef T_UTIL_H
+#define T_UTIL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define T_EXIT_PASS	0
+#define T_EXIT_FAIL	1
+#define T_EXIT_SKIP	77
+
+#define T_UNUSED	__attribute__((unused))
+#ifndef ARRAY_LEN
+#define ARRAY_LEN(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+#ifndef MIN
+#define MIN(a, b)	((a) < (b) ? (a) : (b))
+#endif
+
+static const char *t_name = "t";
+
+/* ---- failing ----------------------------------------------------------- */
+
+#define t_fail(...)	t_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define t_assert(cond, ...)						\
+	do {								\
+		if (!(cond))						\
+			t_fail_at(__FILE__, __LINE__, "assert(" #cond ") " __VA_ARGS__); \
+	} while (0)
+/* A call that must succeed (returns >= 0); prints errno otherwise. */
+#define t_ok(expr)							\
+	({								\
+		__typeof__(expr) t_r_ = (expr);				\
+		if (t_r_ < 0)						\
+			t_fail_at(__FILE__, __LINE__, "%s: %s", #expr,	\
+				  strerror(errno));			\
+		t_r_;							\
+	})
+
+static T_UNUSED __attribute__((noreturn, format(printf, 3, 4)))
+void t_fail_at(const char *file, int line, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "%s[%d]: FAIL %s:%d: ", t_name, (int)getpid(), file, line);
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", buf);
+	fflush(NULL);
+	_exit(T_EXIT_FAIL);
+}
+
+static T_UNUSED __attribute__((format(printf, 1, 2))) void t_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!getenv("T_VERBOSE"))
+		return;
+	fprintf(stderr, "%s[%d]: ", t_name, (int)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static T_UNUSED __attribute__((noreturn)) void t_skip(const char *why)
+{
+	fprintf(stderr, "%s: SKIP: %s\n", t_name, why);
+	exit(T_EXIT_SKIP);
+}
+
+/* errno as its symbolic name ("EAGAIN"), stable across transports. */
+static T_UNUSED const char *t_errname(int e)
+{
+	const char *n = e ? strerrorname_np(e) : "0";
+
+	return n ? n : "E?";
+}
+
+static T_UNUSED long t_env_long(const char *name, long def)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? strtol(s, NULL, 0) : def;
+}
+
+static T_UNUSED void t_msleep(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static T_UNUSED uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- randomness and patterns ------------------------------------------ */
+
+static T_UNUSED uint64_t t_rand(uint64_t *s)
+{
+	uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* Uniform-ish in [lo, hi]. */
+static T_UNUSED uint64_t t_rand_range(uint64_t *s, uint64_t lo, uint64_t hi)
+{
+	return lo + t_rand(s) % (hi - lo + 1);
+}
+
+/* Byte number off of stream id: every byte derivable from (id, offset). */
+static inline uint8_t t_pat(uint32_t id, uint64_t off)
+{
+	uint64_t x = (off >> 3) * 0x9e3779b97f4a7c15ULL + (uint64_t)id * 0xc2b2ae3d27d4eb4fULL;
+
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 32;
+	return (uint8_t)(x >> ((off & 7) * 8));
+}
+
+static T_UNUSED void t_pat_fill(uint32_t id, uint64_t off, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = t_pat(id, off + i);
+}
+
+/* Index of the first wrong byte, or -1. */
+static T_UNUSED long t_pat_check(uint32_t id, uint64_t off, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != t_pat(id, off + i))
+			return (long)i;
+	return -1;
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static T_UNUSED struct sockaddr_in t_addr(uint16_t port)
+{
+	struct sockaddr_in a;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static T_UNUSED uint16_t t_sock_port(int fd, bool peer)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+
+	if (peer ? getpeername(fd, (struct sockaddr *)&a, &l) : getsockname(fd, (struct sockaddr *)&a, &l))
+		t_fail("get%sname(%d): %s", peer ? "peer" : "sock", fd, strerror(errno));
+	return ntohs(a.sin_port);
+}
+
+/* A listening TCP socket on 127.0.0.1, ephemeral port in *port. */
+static T_UNUSED int t_listen(uint16_t *port)
+{
+	struct sockaddr_in a = t_addr(0);
+	int fd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1;
+
+	t_ok(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
+	t_ok(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(fd, 512));
+	*port = t_sock_port(fd, false);
+	return fd;
+}
+
+/* Blocking connect to 127.0.0.1:port; flags: SOCK_NONBLOCK | SOCK_CLOEXEC after connect. */
+static T_UNUSED int t_connect(uint16_t port)
+{
+	struct sockaddr_in a = t_addr(port);
+	int fd = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+		t_fail("connect 127.0.0.1:%u: %s", port, strerror(errno));
+	return fd;
+}
+
+static T_UNUSED int t_accept(int lfd)
+{
+	int fd;
+
+	do
+		fd = accept(lfd, NULL, NULL);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		t_fail("accept: %s", strerror(errno));
+	return fd;
+}
+
+/* A connected pair inside this process: *c client end, *s server end. */
+static T_UNUSED void t_pair_on(int lfd, uint16_t port, int *c, int *s)
+{
+	*c = t_connect(port);
+	*s = t_accept(lfd);
+}
+
+static T_UNUSED void t_pair(int *c, int *s)
+{
+	uint16_t port;
+	int lfd = t_listen(&port);
+
+	t_pair_on(lfd, port, c, s);
+	close(lfd);
+}
+
+static T_UNUSED void t_set_nonblock(int fd, bool on)
+{
+	int fl = t_ok(fcntl(fd, F_GETFL));
+
+	t_ok(fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK));
+}
+
+/* Write all of buf (blocking socket, or polls a non-blocking one). */
+static T_UNUSED void t_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+
+			poll(&pf, 1, 1000);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			t_fail("write(%d, %zu): %zd %s", fd, len, n, strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Read exactly len bytes; fails on EOF or error. */
+static T_UNUSED void t_read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+			poll(&pf, 1, 1000);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			t_fail("read(%d, %zu): %zd %s", fd, len, n, n ? strerror(errno) : "EOF");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Send len pattern bytes of stream id from offset 0 / read and verify them. */
+static T_UNUSED void t_send_pat(int fd, uint32_t id, size_t len)
+{
+	char buf[16384];
+	size_t off = 0;
+
+	while (off < len) {
+		size_t n = len - off < sizeof(buf) ? len - off : sizeof(buf);
+
+		t_pat_fill(id, off, buf, n);
+		t_write_all(fd, buf, n);
+		off += n;
+	}
+}
+
+static T_UNUSED void t_recv_pat(int fd, uint32_t id, size_t len)
+{
+	char buf[16384];
+	size_t off = 0;
+
+	while (off < len) {
+		size_t n = len - off < sizeof(buf) ? len - off : sizeof(buf);
+		long bad;
+
+		t_read_all(fd, buf, n);
+		bad = t_pat_check(id, off, buf, n);
+		if (bad >= 0)
+			t_fail("stream %u: wrong byte at offset %zu", id, off + (size_t)bad);
+		off += n;
+	}
+}
+
+/* Wait for fd to show events (or fail after ms). Returns revents. */
+static T_UNUSED short t_wait_fd(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		t_fail("poll: %s", strerror(errno));
+	return r ? p.revents : 0;
+}
+
+/* ---- processes ---------------------------------------------------------- */
+
+/* Wait for pid; fail unless it exited 0. */
+static T_UNUSED void t_wait_child(pid_t pid, const char *what)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			t_fail("waitpid %s: %s", what, strerror(errno));
+	if (WIFSIGNALED(st))
+		t_fail("%s: killed by signal %d", what, WTERMSIG(st));
+	if (WEXITSTATUS(st))
+		t_fail("%s: exit status %d", what, WEXITSTATUS(st));
+}
+
+/* Sync channel between two processes: any non-TCP byte pipe (socketpair). */
+static T_UNUSED void t_sync_pair(int sv[2])
+{
+	t_ok(socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+}
+
+static T_UNUSED void t_sync_send(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			t_fail("sync write: %s", strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Returns false on EOF before the first byte. */
+static T_UNUSED bool t_sync_recv(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 && got == 0)
+			return false;
+		if (n <= 0)
+			t_fail("sync read: %s", n ? strerror(errno) : "EOF");
+		got += (size_t)n;
+	}
+	return true;
+}
+
+static T_UNUSED void t_sync_post(int fd)
+{
+	char c = 'k';
+
+	t_sync_send(fd, &c, 1);
+}
+
+static T_UNUSED void t_sync_wait(int fd)
+{
+	char c;
+
+	if (!t_sync_recv(fd, &c, 1))
+		t_fail("sync: peer process went away");
+}
+
+/*
+ * Start this very program again (argv[1] = role) without libusmc: its
+ * sockets are plain kernel TCP, the "peer that is not usmc" case.
+ */
+static T_UNUSED pid_t t_spawn_plain(const char *role, const char *arg)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		t_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char *argv[] = { (char *)"t_plain", (char *)role, (char *)arg, NULL };
+
+		unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* ---- usmc counters ---------------------------------------------------- */
+
+/* Is this process running with libusmc accelerating (preloaded, enabled)? */
+static T_UNUSED bool t_usmc_loaded(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+
+	return p && strstr(p, "libusmc");
+}
+
+static T_UNUSED bool t_accel(void)
+{
+	const char *d = getenv("USMC_DISABLE");
+
+	return t_usmc_loaded() && !(d && (d[0] == '1' || d[0] == 'y' || d[0] == 'Y' ||
+					  d[0] == 't' || d[0] == 'T'));
+}
+
+static T_UNUSED const char *t_cli(void)
+{
+	static char path[PATH_MAX];
+	const char *e = getenv("USMC_CLI");
+	char *slash;
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+	if (path[0])
+		return path;
+	/* build[/asan]/tests/t_x -> build[/asan]/usmc */
+	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	if (n <= 0)
+		return "usmc";
+	path[n] = '\0';
+	slash = strrchr(path, '/');
+	if (slash)
+		*slash = '\0';
+	slash = strrchr(path, '/');
+	if (slash)
+		strcpy(slash, "/usmc");
+	return path;
+}
+
+#define T_STATS_JSON_MAX (1 << 20)
+
+/* `usmc stat --json` into a malloc'ed string (NUL-terminated). */
+static T_UNUSED char *t_stats_json(void)
+{
+	char cmd[PATH_MAX + 32], *buf = malloc(T_STATS_JSON_MAX);
+	size_t len = 0, n;
+	FILE *f;
+	int st;
+
+	if (!buf)
+		t_fail("malloc");
+	snprintf(cmd, sizeof(cmd), "'%s' stat --json", t_cli());
+	f = popen(cmd, "r");
+	if (!f)
+		t_fail("popen %s: %s", cmd, strerror(errno));
+	while ((n = fread(buf + len, 1, T_STATS_JSON_MAX - 1 - len, f)) > 0)
+		len += n;
+	buf[len] = '\0';
+	st = pclose(f);
+	if (st != 0)
+		t_fail("%s: status %d (output: %.200s)", cmd, st, buf);
+	return buf;
+}
+
+/* A top-level integer field ("smc_conns"), -1 if absent. */
+static T_UNUSED long long t_json_int(const char *json, const char *key)
+{
+	char pat[96];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(json, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Sum of the values of a flat object field ("tcp_fallback": {"a": 1, ...}). */
+static T_UNUSED long long t_json_obj_sum(const char *json, const char *key, char *names, size_t nlen)
+{
+	char pat[96];
+	const char *p, *end;
+	long long sum = 0;
+
+	if (names && nlen)
+		names[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\": {", key);
+	p = strstr(json, pat);
+	if (!p)
+		return -1;
+	p += strlen(pat);
+	end = strchr(p, '}');
+	if (!end)
+		return -1;
+	if (names && nlen)
+		snprintf(names, nlen, "%.*s", (int)(end - p), p);
+	while (p < end) {
+		const char *colon = memchr(p, ':', (size_t)(end - p));
+
+		if (!colon)
+			break;
+		sum += strtoll(colon + 1, (char **)&p, 10);
+	}
+	return sum;
+}
+
+struct t_stats {
+	long long smc_conns, tcp_conns, tx_bytes, rx_bytes, fallback, aborts;
+	long long handshake_errors;
+	char fallback_names[256], abort_names[256];
+};
+
+static T_UNUSED void t_stats_get(struct t_stats *s)
+{
+	char *j = t_stats_json();
+
+	s->smc_conns = t_json_int(j, "smc_conns");
+	s->tcp_conns = t_json_int(j, "tcp_conns");
+	s->tx_bytes = t_json_int(j, "tx_bytes");
+	s->rx_bytes = t_json_int(j, "rx_bytes");
+	s->handshake_errors = t_json_int(j, "handshake_errors");
+	s->fallback = t_json_obj_sum(j, "tcp_fallback", s->fallback_names, sizeof(s->fallback_names));
+	s->aborts = t_json_obj_sum(j, "aborts", s->abort_names, sizeof(s->abort_names));
+	if (s->smc_conns < 0 || s->fallback < 0 || s->aborts < 0)
+		t_fail("cannot parse usmc stat --json: %.300s", j);
+	free(j);
+}
+
+/*
+ * Since *before: exactly smc more shared-memory endpoints and tcp more
+ * fallbacks (each end of a connection counts once).  Without acceleration
+ * (USMC_DISABLE=1 or no preload) nothing is checked.
+ */
+#define t_stats_expect(before, smc, tcp) t_stats_expect_at(__FILE__, __LINE__, before, smc, tcp)
+static T_UNUSED void t_stats_expect_at(const char *file, int line, const struct t_stats *before,
+				       long long smc, long long tcp)
+{
+	struct t_stats now;
+
+	if (!t_accel())
+		return;
+	t_stats_get(&now);
+	if (now.smc_conns - before->smc_conns != smc || now.fallback - before->fallback != tcp)
+		t_fail_at(file, line, "expected %lld shared-memory endpoints and %lld TCP fallbacks, "
+			  "got %lld and %lld (fallback reasons now: {%s}, before: {%s})", smc, tcp,
+			  now.smc_conns - before->smc_conns, now.fallback - before->fallback,
+			  now.fallback_names, before->fallback_names);
+}
+
+/*
+ * The mode of one of our own connections as `usmc stat` lists it
+ * ("SMCD", "TCP", "UNDECIDED"...), "" if not listed.
+ */
+static T_UNUSED const char *t_fd_mode(int fd, char *out, size_t len)
+{
+	char *j = t_stats_json(), pat[64];
+	const char *p, *m;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d,", (int)getpid(), fd);
+	p = strstr(j, pat);
+	if (p && (m = strstr(p, "\"mode\": \"")) && (!strchr(p, '}') || m < strchr(p, '}'))) {
+		m += strlen("\"mode\": \"");
+		snprintf(out, len, "%.*s", (int)strcspn(m, "\""), m);
+	}
+	free(j);
+	return out;
+}
+
+/* Assert that fd is a shared-memory connection right now (if accelerating). */
+#define t_assert_smc(fd) t_assert_smc_at(__FILE__, __LINE__, fd)
+static T_UNUSED void t_assert_smc_at(const char *file, int line, int fd)
+{
+	char m[32];
+
+	if (!t_accel())
+		return;
+	t_fd_mode(fd, m, sizeof(m));
+	if (strcmp(m, "SMCD"))
+		t_fail_at(file, line, "fd %d: mode \"%s\", expected SMCD", fd, m);
+}
+
+/* Skip unless the preload is there (for tests that exist to prove acceleration). */
+static T_UNUSED void t_require_usmc(void)
+{
+	if (!t_usmc_loaded())
+		t_skip("libusmc.so is not preloaded");
+}
+
+#endif /* T_UTIL_H */
