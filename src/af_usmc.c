@@ -123,6 +123,9 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 		sk->rx_ring = usmc_lgr_ring(l, slot, 0);
 	}
 	sk->sh->data_rung = sk->sh->space_rung = 0;
+	/* The slot's doorbell may hold wake-ups meant for its previous user. */
+	l->dev->drain(sk->bell_own);
+	sk->bell_unread = 0;
 	return 0;
 }
 

@@ -38,8 +38,10 @@
 #define EP_ARENA_REGS	(1u << 18)
 #define EP_TAG_TCP	1ULL
 #define EP_TAG_SELF	2ULL
-#define EP_SPIN_MAX	32	/* spin only over this many connections */
+#define EP_SPIN_MAX	256	/* spin only over this many connections */
+#define EP_SPIN_MIN_NS	2000
 #define EP_MAXEV	256
+#define EP_BELL_DRAIN	1024	/* drain a doorbell FIFO after this many events */
 
 struct usmc_epreg {
 	uint64_t magic;
@@ -61,6 +63,7 @@ struct usmc_epreg {
 
 struct usmc_ep {
 	int refs;			/* descriptors referring to this instance */
+	uint32_t spin_ns;		/* adaptive spin budget */
 	struct usmc_epreg *regs;
 	struct usmc_epreg *ready;
 	int ntranslated;
@@ -233,6 +236,17 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 
 static int ep_fd_of(struct usmc_ep *ep);
 
+static void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
+{
+	uint64_t max = (uint64_t)usmc_opt.spin_us * 1000, b = ep->spin_ns;
+
+	if (hit)
+		b = MIN(max, MAX(b, spent * 2 + EP_SPIN_MIN_NS));
+	else
+		b = MAX(EP_SPIN_MIN_NS, b / 2);
+	ep->spin_ns = (uint32_t)b;
+}
+
 /* Bring a record's kernel entries in line with the socket's current path. */
 static void reg_sync(struct usmc_epreg *r)
 {
@@ -290,6 +304,7 @@ static struct usmc_ep *ep_create(int epfd)
 	}
 	ep->refs = 1;
 	ep->selfev = -1;
+	ep->spin_ns = (uint32_t)MIN(usmc_opt.spin_us * 1000L, 0xffffffffL);
 	e->fd = epfd;
 	e->ep = ep;
 	e->next = ep_fds;
@@ -553,8 +568,10 @@ static int reg_what(struct usmc_epreg *r)
 }
 
 /*
- * Walk the ready list: report what is ready, drop what is not (arming its
- * doorbell so the next change wakes us).  Caller holds ep_lock.
+ * Walk the ready list: report what is ready, drop what is not.  Nothing is
+ * armed here: a thread that goes on working does not need doorbells, and
+ * every doorbell costs the peer a system call.  ep_arm_all() arms right
+ * before we sleep.  Caller holds ep_lock.
  */
 static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
 {
@@ -587,24 +604,38 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
 			if (r->events & (EPOLLET | EPOLLONESHOT)) {
 				*pp = r->ready_next;
 				r->on_ready = false;
-				usmc_arm(r->sk, reg_what(r));
 				continue;
 			}
 			pp = &r->ready_next;
 			continue;
-		}
-		if (!ev) {
-			/* Not ready: leave the list, arm; re-check closes the race. */
-			if (usmc_arm(r->sk, reg_what(r)) && (ev = reg_ready(r))) {
-				pp = &r->ready_next;
-				continue;
-			}
 		}
 		r->edge = false;
 		*pp = r->ready_next;
 		r->on_ready = false;
 	}
 	return n;
+}
+
+/*
+ * About to sleep: arm every live record's doorbell, then look once more
+ * (the fence in usmc_arm() pairs with the producer's, cdc.h).  Returns true
+ * when something turned ready meanwhile.
+ */
+static bool ep_arm_all(struct usmc_ep *ep)
+{
+	struct usmc_epreg *r;
+	bool ready = false;
+
+	for (r = ep->regs; r; r = r->ep_next) {
+		if (!r->translated || r->disabled || r->on_ready)
+			continue;
+		if (usmc_arm(r->sk, reg_what(r)) && reg_ready(r)) {
+			r->edge = true;
+			ready_push(r);
+			ready = true;
+		}
+	}
+	return ready;
 }
 
 static void selfev_update(struct usmc_ep *ep, int epfd)
@@ -660,31 +691,74 @@ static void ep_resync(struct usmc_ep *ep)
 	}
 }
 
-/* Spin over the ready candidates while nothing else can wake us. */
-static bool ep_spin(struct usmc_ep *ep)
-{
-	uint64_t budget, t0;
-	struct usmc_epreg *r;
-	int i;
+#define EP_KPOLL_NS	8000	/* spinning: ask the kernel about other fds this often */
 
-	if (ep->nforeign || !ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
-		return false;
+/*
+ * Spin over the connections before sleeping: a peer on another CPU usually
+ * answers within microseconds, a sleep costs tens.  Other descriptors in
+ * the set are polled with a zero timeout every EP_KPOLL_NS.  Returns the
+ * kernel events found (into kev), or 0; *hit is set when a connection
+ * turned ready.  The budget adapts: spins that never pay off shrink it.
+ */
+static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit)
+{
+	struct {
+		struct usmc_sock *sk;
+		uint32_t want;
+	} snap[EP_SPIN_MAX];
+	uint64_t budget, t0, now, lastk;
+	struct usmc_epreg *r;
+	int i, k = 0, n = 0;
+
+	*hit = false;
+	if (!ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
+		return 0;
 	budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
-		 (uint64_t)usmc_opt.spin_us * 1000;
+		 MIN((uint64_t)usmc_opt.spin_us * 1000, (uint64_t)ep->spin_ns);
 	if (!budget)
-		return false;
-	t0 = usmc_now_ns();
+		return 0;
+	/* Spin without ep_lock (other threads' epoll calls go on): on a
+	 * snapshot of the sockets, each pinned by a reference. */
+	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		usmc_sock_get(r->sk);
+		snap[n].sk = r->sk;
+		snap[n].want = r->events | EPOLLERR | EPOLLHUP;
+		n++;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	t0 = lastk = usmc_now_ns();
 	do {
 		for (i = 0; i < 32; i++)
 			cpu_relax();
+		for (i = 0; i < n && !*hit; i++)
+			if (usmc_sock_poll(snap[i].sk) & snap[i].want)
+				*hit = true;
+		now = usmc_now_ns();
+		if (*hit)
+			break;
+		if (ep->nforeign && now - lastk > EP_KPOLL_NS) {
+			lastk = now;
+			k = real.epoll_wait(epfd, kev, room, 0);
+			if (k > 0) {
+				*hit = true;
+				break;
+			}
+			k = 0;
+		}
+	} while (now - t0 < budget);
+	for (i = 0; i < n; i++)
+		usmc_sock_put(snap[i].sk);
+	pthread_mutex_lock(&ep_lock);
+	ep_spin_feedback(ep, *hit, now - t0);
+	if (*hit && !k)
 		for (r = ep->regs; r; r = r->ep_next)
 			if (r->translated && !r->disabled && reg_ready(r)) {
 				r->edge = true;
 				ready_push(r);
-				return true;
 			}
-	} while (usmc_now_ns() - t0 < budget);
-	return false;
+	return k;
 }
 
 int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
@@ -707,13 +781,21 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
 	for (;;) {
 		int kt = timeout, room;
+		uint64_t slept_ns = 0;
+		bool hit = false;
 
 		ep_resync(ep);
 		n = ready_collect(ep, events, maxevents);
-		if (!n && timeout != 0 && ep_spin(ep))
-			n = ready_collect(ep, events, maxevents);
 		room = MIN(maxevents - n, EP_MAXEV);
-		if (n || room <= 0)
+		k = 0;
+		if (!n && timeout != 0) {
+			k = ep_spin(ep, epfd, kev, room, &hit);
+			if (hit && !k)
+				n = ready_collect(ep, events, maxevents);
+			if (!n && !k && ep_arm_all(ep))
+				n = ready_collect(ep, events, maxevents);
+		}
+		if (n || k || room <= 0)
 			kt = 0;
 		selfev_update(ep, epfd);
 		pthread_mutex_unlock(&ep_lock);
@@ -721,10 +803,16 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			pthread_mutex_lock(&ep_lock);
 			break;
 		}
-		if (use_mask)
-			k = real.epoll_pwait(epfd, kev, room, kt, mask);
-		else
-			k = real.epoll_wait(epfd, kev, room, kt);
+		if (!k) {
+			uint64_t t0 = kt ? usmc_now_ns() : 0;
+
+			if (use_mask)
+				k = real.epoll_pwait(epfd, kev, room, kt, mask);
+			else
+				k = real.epoll_wait(epfd, kev, room, kt);
+			if (kt && k > 0)
+				slept_ns = usmc_now_ns() - t0;
+		}
 		rc = k < 0 ? -errno : 0;
 		pthread_mutex_lock(&ep_lock);
 		if (rc) {
@@ -747,6 +835,17 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			if (tag == EP_TAG_TCP) {
 				usmc_check_tcp(r->sk, r->fd);
 				usmc_sock_refresh(r->sk, r->fd);
+			} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+				/* Edge-triggered: the FIFO is never read otherwise;
+				 * empty it before it fills (a full FIFO loses rings). */
+				r->sk->lgr->dev->drain(r->sk->bell_own);
+				r->sk->bell_unread = 0;
+			}
+			/* Woken by a peer soon after falling asleep: a longer
+			 * spin would have caught it. */
+			if (slept_ns && slept_ns < (uint64_t)usmc_opt.spin_us * 1000) {
+				ep_spin_feedback(ep, true, slept_ns);
+				slept_ns = 0;
 			}
 			/* Wake every record of this socket in this instance. */
 			{

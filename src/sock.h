@@ -86,6 +86,7 @@ struct usmc_sock {
 	struct usmc_cdc_cons *tx_c, *rx_c;	/* the peer's / ours */
 	uint8_t *tx_ring, *rx_ring;
 	int bell_own, bell_peer;
+	unsigned int bell_unread;	/* epoll: wake-ups seen since the last drain */
 	struct usmc_stats_conn *st;
 	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */
 

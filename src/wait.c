@@ -240,9 +240,13 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		n = 2;
 	}
 	STAT_INC(sleeps);
+	t0 = usmc_now_ns();
 	rc = real.poll(p, (nfds_t)n, timeout_ms);
 	if (rc < 0)
 		return -errno;
+	/* Woken soon after falling asleep: spinning that long would have won. */
+	if (rc > 0 && p[0].revents)
+		spin_feedback(sk, true, usmc_now_ns() - t0);
 	if (rc == 0)
 		return -EAGAIN;
 	if (n == 2 && p[1].revents)
