@@ -18,7 +18,7 @@ COMMON_SRC := src/util.c src/options.c src/log.c src/ifd.c src/rundir.c src/stat
 LIB_SRC := $(COMMON_SRC) src/interpose.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c \
            src/lgr.c src/tx.c src/rx.c src/close.c src/wait.c \
            src/poll.c src/epoll.c src/exec.c
-CLI_SRC := $(COMMON_SRC) cli/usmc.c cli/run.c cli/stat.c cli/dev.c cli/bench.c
+CLI_SRC := $(COMMON_SRC) $(wildcard cli/*.c)
 HDRS    := $(wildcard src/*.h cli/*.h)
 
 LIB_OBJ := $(patsubst src/%.c,$(O)/obj/lib/%.o,$(LIB_SRC))
@@ -49,7 +49,7 @@ tsan:
 
 include tests/unit/Makefile.inc
 
-test: all tests asan tsan
+test:
 	tests/run
 
 clean:
