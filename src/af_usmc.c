@@ -94,6 +94,8 @@ static void conn_established(struct usmc_sock *sk)
 }
 
 /* Point the connection at its slot: our lines, the peer's lines, rings. */
+#define TX_FIRST_RESERVE	(64u << 10)
+
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen)
 {
 	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
@@ -123,6 +125,12 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 		sk->rx_ring = usmc_lgr_ring(l, slot, 0);
 	}
 	sk->sh->data_rung = sk->sh->space_rung = 0;
+	/* Back the start of our ring now: if even that fails, decline (the
+	 * runtime directory's tmpfs is full) rather than fault later. */
+	sk->sh->tx_hw = MIN(TX_FIRST_RESERVE, l->ring_size);
+	sk->sh->tx_stuck = 0;
+	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, sk->sh->tx_hw))
+		return -ENOSPC;
 	/* The slot's doorbell may hold wake-ups meant for its previous user. */
 	l->dev->drain(sk->bell_own);
 	sk->bell_unread = 0;
@@ -192,9 +200,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	reason = client_match(&sk->peer, &ln);
 	if (!reason)
 		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
-	if (!reason && usmc_conn_bind_slot(sk, l, slot, gen)) {
+	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen))) {
 		usmc_lgr_slot_put(l, slot, gen, false);
-		reason = USMC_R_LIMIT;
+		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
 	rc = real.connect(fd, sa, len);
 	err = rc ? errno : 0;

@@ -25,6 +25,32 @@ BUILD_BUG_ON(sizeof(struct usmc_clc_entry) != 64);
 BUILD_BUG_ON(offsetof(struct usmc_clc_index, e) != 4096);
 
 static struct usmc_clc_ln *ln_cache;
+
+/*
+ * The index is sparse (16 MB, touched a page at a time as client ports
+ * come and go).  Before the first write into a page we back it with
+ * fallocate(2), so a full tmpfs makes the handshake fall back instead of
+ * faulting; each process remembers the pages it already backed.
+ */
+#define CLC_PAGE_ENTRIES	(4096 / sizeof(struct usmc_clc_entry) / USMC_CLC_WAYS)
+
+static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
+{
+	size_t off = (size_t)((const char *)e - (const char *)ln->idx) & ~(size_t)4095;
+	size_t page = off / 4096;
+	uint64_t bit = 1ULL << (page % 64);
+	_Atomic uint64_t *w;
+
+	if (page >= CLC_INDEX_PAGES)
+		return false;
+	w = &ln->backed[page / 64];
+	if (LOAD_RELAXED(w) & bit)
+		return true;
+	if (fallocate(ln->fd, 0, (off_t)off, 4096))
+		return false;
+	atomic_fetch_or(w, bit);
+	return true;
+}
 static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t tuple_hash(const struct usmc_addr *a)
@@ -224,6 +250,8 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 	uint64_t h = tuple_hash(&p->client), w;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
 
+	if (!entry_backed(ln, e))
+		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
 	if (w) {
 		if (CLC_HASH(w) == h && CLC_STATE(w) == CLC_TCP)
@@ -306,6 +334,9 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
 	bool cleaned = false;
 
+	/* Unbacked page: nobody proposed here (a client backs it first). */
+	if (!entry_backed(ln, e))
+		return decide ? USMC_R_MEM : USMC_CLC_PENDING;
 	for (;;) {
 		w = LOAD_ACQUIRE(&e->word);
 		if (w == CLC_WORD(h, CLC_PROPOSED)) {

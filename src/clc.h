@@ -75,12 +75,15 @@ struct usmc_clc_index {
 };
 
 /* A listener index as one process sees it (server: owner; client: cache). */
+#define CLC_INDEX_PAGES	(sizeof(struct usmc_clc_index) / 4096 + 1)
+
 struct usmc_clc_ln {
 	_Atomic int refs;
 	uint64_t id;
 	int fd;				/* ln-<id> */
 	struct usmc_clc_index *idx;
 	struct usmc_clc_ln *next;	/* client-side cache chain */
+	_Atomic uint64_t backed[(CLC_INDEX_PAGES + 63) / 64];	/* pages we fallocated */
 };
 
 /* Proposal contents handed between layers. */

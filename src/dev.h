@@ -40,6 +40,10 @@ struct usmc_dev_ops {
 	int (*register_dmb)(struct usmc_lgr *lgr, uint32_t slot);
 	int (*attach_dmb)(struct usmc_lgr *lgr, uint32_t slot, bool owner_side,
 			  int *own, int *peer);
+	/* Back len bytes at offset off of a slot's ring dir with memory now, so
+	 * writing there can never fault (tmpfs full): 0 or -ENOSPC. */
+	int (*dmb_reserve)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
+			   uint32_t len);
 	/* Wake the side sleeping on bell; consume our own wake-ups. */
 	void (*signal)(int bell);
 	void (*drain)(int bell);

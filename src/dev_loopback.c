@@ -72,7 +72,9 @@ static int lo_lgr_create(struct usmc_lgr *l)
 		goto err_dir;
 	}
 	lgr_geometry(&h, l->nslots, l->ring_size);
-	if (ftruncate(fd, (off_t)h.size)) {
+	/* Header and control blocks are backed now; rings grow on demand
+	 * (dmb_reserve), so a full tmpfs never faults an access. */
+	if (ftruncate(fd, (off_t)h.size) || fallocate(fd, 0, 0, (off_t)h.dmb_off)) {
 		rc = -errno;
 		goto err_file;
 	}
@@ -248,6 +250,13 @@ static int lo_attach_dmb(struct usmc_lgr *l, uint32_t slot, bool owner_side, int
 	return 0;
 }
 
+static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
+{
+	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
+
+	return fallocate(l->mem_fd, 0, base + off, len) ? -errno : 0;
+}
+
 static void lo_signal(int bell)
 {
 	static const char one = 1;
@@ -275,6 +284,7 @@ const struct usmc_dev_ops usmc_dev_loopback = {
 	.lgr_peer_alive = lo_lgr_peer_alive,
 	.register_dmb = lo_register_dmb,
 	.attach_dmb = lo_attach_dmb,
+	.dmb_reserve = lo_dmb_reserve,
 	.signal = lo_signal,
 	.drain = lo_drain,
 };

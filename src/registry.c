@@ -74,7 +74,8 @@ static int registry_open(void)
 		fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
 		if (fd < 0)
 			return fd;
-		if (ftruncate(fd, (off_t)len) || !(r = usmc_map_shared(fd, len))) {
+		/* Fully backed: a full tmpfs must never turn an access into SIGBUS. */
+		if (fallocate(fd, 0, 0, (off_t)len) || !(r = usmc_map_shared(fd, len))) {
 			rc = -errno;
 			usmc_ifd_close(fd);
 			usmc_rundir_unlink(tmp, false);

@@ -62,6 +62,8 @@ struct usmc_sock_sh {
 	uint32_t data_rung;		/* peer data_armed value last rung (tx_lock) */
 	uint32_t space_rung;		/* peer space_armed value last rung (rx_lock) */
 	uint32_t spin_ns;		/* adaptive spin budget, hint only */
+	uint32_t tx_hw;			/* our tx ring is backed (fallocate) up to here (tx_lock) */
+	uint32_t tx_stuck;		/* backing it further failed (tmpfs full) */
 	_Atomic uint32_t in_use;	/* family allocator */
 };
 
@@ -158,6 +160,14 @@ static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint
 	*head = ring_head(cons, skip, p);
 	return p >= cons && ring_valid(p, *head, sk->size);
 }
+
+/*
+ * How many bytes the sender may write at prod now: free ring space, cut at
+ * the end of the backed part of the ring (dev->dmb_reserve grows it; on a
+ * full tmpfs the ring just behaves as if it were smaller).  Caller holds
+ * tx_lock.
+ */
+size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want);
 
 /* Does this socket go through shared memory right now (or may soon)? */
 static inline bool sk_is_smc_path(const struct usmc_sock *sk)

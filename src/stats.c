@@ -63,7 +63,8 @@ static int stats_open(struct usmc_stats_file **out)
 		fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
 		if (fd < 0)
 			return fd;
-		if (ftruncate(fd, (off_t)len)) {
+		/* Fully backed: a full tmpfs must never turn an access into SIGBUS. */
+		if (fallocate(fd, 0, 0, (off_t)len)) {
 			rc = -errno;
 			goto err_tmp;
 		}

@@ -14,6 +14,37 @@
 
 #include <signal.h>
 
+#define TX_RESERVE_CHUNK	(256u << 10)
+
+/*
+ * The backed part of our ring is [0, tx_hw): the sender writes from offset
+ * 0 after every rewind and grows the mark ahead of itself, so its position
+ * is never past tx_hw, and until tx_hw reaches the ring size no write wraps.
+ */
+size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
+{
+	size_t room = MIN((size_t)ring_free(prod, head, sk->size), want);
+	uint32_t off = (uint32_t)(prod & (sk->size - 1)), hw = sk->sh->tx_hw;
+
+	if (hw >= sk->size)
+		return room;
+	while (off + room > hw && hw < sk->size && !sk->sh->tx_stuck) {
+		uint32_t grow = MIN(TX_RESERVE_CHUNK, sk->size - hw);
+		int dir = sk->role == 'C' ? 0 : 1;
+
+		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, dir, hw, grow)) {
+			/* tmpfs full: work within what we have until the next rewind */
+			sk->sh->tx_stuck = 1;
+			break;
+		}
+		hw += grow;
+		sk->sh->tx_hw = hw;
+	}
+	if (hw >= sk->size)
+		return room;
+	return off >= hw ? 0 : MIN(room, (size_t)(hw - off));
+}
+
 /* Copy from an iovec cursor into the ring; advances the cursor. */
 struct iov_cursor {
 	const struct iovec *iov;
@@ -156,10 +187,11 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			/* Empty: start the next message at offset 0 (cdc.h). */
 			prod = head = ring_rewind(prod, sk->size);
 			STORE_RELEASE(&sk->tx_p->skip_to, prod);
+			sk->sh->tx_stuck = 0;
 		}
-		space = ring_free(prod, head, sk->size);
+		space = usmc_tx_room(sk, prod, head, total - done);
 		if (space) {
-			size_t n = MIN((size_t)space, total - done);
+			size_t n = (size_t)space;
 
 			iov_to_ring(&ic, sk->tx_ring, sk->size, prod, n);
 			/* Publish after the copy; pairs with the reader's acquire. */
@@ -279,8 +311,9 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		if (head == prod && (prod & (sk->size - 1))) {
 			prod = head = ring_rewind(prod, sk->size);
 			STORE_RELEASE(&sk->tx_p->skip_to, prod);
+			sk->sh->tx_stuck = 0;
 		}
-		n = ring_span(sk->size, prod, MIN((size_t)ring_free(prod, head, sk->size), len - done));
+		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head, len - done));
 		if (!n) {
 			if (nonblock || done)
 				break;

@@ -61,7 +61,12 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 
 		if (f & SKF_SHUT_WR)
 			return true;
-		if (!usmc_tx_view(sk, &head, &prod) || prod - head < sk->size)
+		if (!usmc_tx_view(sk, &head, &prod))
+			return true;
+		/* Free space we can use now, or by backing more of the ring. */
+		if (prod - head < sk->size &&
+		    (prod == head || sk->sh->tx_hw >= sk->size ||
+		     (prod & (sk->size - 1)) < sk->sh->tx_hw || !sk->sh->tx_stuck))
 			return true;
 		if (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))
 			return true;
