@@ -10,6 +10,7 @@
  * a process dies, which is how either side learns the other is gone.
  */
 #include "dev.h"
+#include "guard.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -45,6 +46,7 @@ static size_t lgr_geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t rin
 
 static void lgr_map_setup(struct usmc_lgr *l, const struct usmc_lgr_hdr *h)
 {
+	l->guard = usmc_guard_add(l->base, h->size);
 	l->nslots = h->nslots;
 	l->ring_size = h->ring_size;
 	l->size = h->size;
@@ -193,6 +195,7 @@ static void lo_lgr_unpublish(struct usmc_lgr *l)
 
 static void lo_lgr_release(struct usmc_lgr *l)
 {
+	usmc_guard_del(l->guard);
 	if (l->base)
 		munmap(l->base, l->size);
 	l->base = NULL;

@@ -10,6 +10,7 @@
 #include "af_usmc.h"
 #include "epoll.h"
 #include "fdtab.h"
+#include "guard.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -52,6 +53,7 @@ void usmc_real_init(void)
 	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
 	real_fclose = dlsym(RTLD_NEXT, "fclose");
 	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
+	usmc_real_sigaction = real_sigaction;
 	real_signal = dlsym(RTLD_NEXT, "signal");
 	real_closefrom = dlsym(RTLD_NEXT, "closefrom");
 }
@@ -112,6 +114,8 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 {
 	if (unlikely(!real_sigaction))
 		usmc_real_init();
+	if (sig == SIGBUS && usmc_guard_sigaction(act, old))
+		return 0;
 	if (real_sigaction(sig, act, old))
 		return -1;
 	sig_track(sig, act);
@@ -124,6 +128,12 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 
 	if (unlikely(!real_signal))
 		usmc_real_init();
+	if (sig == SIGBUS) {
+		struct sigaction old;
+
+		if (usmc_guard_sigaction(&sa, &old))
+			return old.sa_handler;
+	}
 	sig_track(sig, &sa);	/* glibc's signal() has BSD semantics: SA_RESTART */
 	return real_signal(sig, h);
 }

@@ -35,6 +35,7 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
 	l->owner = owner;
 	l->pid = getpid();
 	l->mem_fd = -1;
+	l->guard = -1;
 	l->dev = &usmc_dev_loopback;
 	pthread_mutex_init(&l->lock, NULL);
 	return l;

@@ -48,6 +48,7 @@ struct usmc_lgr {
 	pid_t pid;			/* owner: process allowed to allocate */
 	uint32_t nslots, ring_size;	/* private copies, validated at attach */
 	int mem_fd;
+	int guard;			/* guard.c handle of the mapping */
 	uint8_t *base;
 	size_t size;
 	struct usmc_cdc_ctrl *ctrl;

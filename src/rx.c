@@ -8,6 +8,7 @@
  */
 #include "af_usmc.h"
 #include "log.h"
+#include "guard.h"
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
@@ -136,6 +137,11 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			size_t n = MIN((size_t)(prod - head), total - done);
 
 			ring_to_iov(&ic, sk->rx_ring, sk->size, head, n);
+			if (unlikely(usmc_guard_poisoned(sk->lgr->guard))) {
+				/* Truncated under us: what we copied is zeros. */
+				usmc_sock_abort(sk, USMC_A_PROTOCOL);
+				continue;
+			}
 			done += n;
 			if (peek)
 				break;

@@ -8,6 +8,7 @@
  */
 #include "af_usmc.h"
 #include "log.h"
+#include "guard.h"
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
@@ -194,6 +195,11 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			size_t n = (size_t)space;
 
 			iov_to_ring(&ic, sk->tx_ring, sk->size, prod, n);
+			if (unlikely(usmc_guard_poisoned(sk->lgr->guard))) {
+				/* The peer truncated our shared memory (guard.c). */
+				usmc_sock_abort(sk, USMC_A_PROTOCOL);
+				continue;
+			}
 			/* Publish after the copy; pairs with the reader's acquire. */
 			STORE_RELEASE(&sk->tx_p->prod, prod + n);
 			done += n;
