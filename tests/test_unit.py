@@ -5,14 +5,19 @@ in build/tests/, build/asan/tests/ and build/tsan/tests/ (a build that is
 missing is skipped).  Every program is its own test id, e.g. plain/t_epoll.
 
 Each run gets:
-  LD_PRELOAD   the libusmc.so of the same build (the sanitizer builds link
-               the test programs with the same -fsanitize flags, so the
-               sanitizer runtime is already in the executable and
-               LD_PRELOAD needs nothing else)
+  LD_PRELOAD   the libusmc.so of the same build, set with `env` inside
+               `timeout` so that only the test program gets it (a
+               sanitizer build of the library cannot load into `timeout`).
+               ASan: libasan.so first (gcc -print-file-name=libasan.so):
+               the ASan runtime insists on coming first in the initial
+               library list, and a preloaded libusmc.so that needs it would
+               otherwise be loaded before it.  TSan: the test programs are
+               linked with -fsanitize=thread, so the runtime is already in
+               the executable.
   USMC_RUNDIR  a fresh runtime directory under /dev/shm, removed afterwards
   USMC_CLI     the usmc binary of the same build (programs read counters
                with `usmc stat --json` to prove their connections went
-               through shared memory)
+               through shared memory; they run it without LD_PRELOAD)
 and runs under `timeout`.  Exit 0 passes, 77 skips, anything else fails.
 
 Sanitizer options, and why:
@@ -24,13 +29,18 @@ Sanitizer options, and why:
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1   the build already
       uses -fno-sanitize-recover=undefined; this adds stacks.
   TSAN_OPTIONS=halt_on_error=1:die_after_fork=0:report_signal_unsafe=0
-      halt_on_error: the first race fails the run (exit 66) instead of a
-      report buried in a passing run.  die_after_fork=0: the programs fork
-      from multi-threaded processes (the stress server, fork tests) and
-      the child only runs async-signal-safe code or execs; TSan's default
-      would kill such a child.  report_signal_unsafe=0: test signal
-      handlers only bump a sig_atomic_t; libusmc interposes sigaction
-      itself and TSan's check fires on its bookkeeping, not on the tests.
+      halt_on_error: the first report fails the run (exit 66) instead of
+      being buried in a passing run.  die_after_fork=0: the programs fork
+      from multi-threaded processes (stress server, fork tests) and the
+      child goes on using sockets; TSan's default would kill it.
+      report_signal_unsafe=0: test signal handlers only bump a
+      sig_atomic_t; the check fires on libusmc's own sigaction
+      bookkeeping, which is not what these tests are about.
+  symbolize=0 (all three)   the sanitizer's in-process symbolizer
+      (libbacktrace) calls close(), which libusmc interposes; a report
+      raised while libusmc holds its descriptor-table lock then deadlocks
+      (seen with TSan).  Frames stay raw ("module+0xoffset") and this file
+      resolves them with addr2line when it shows a failure.
 
 t_semantics is differential: it runs once with USMC_DISABLE=1 (plain TCP
 through the same interposition) and once normally; the transcripts must be
@@ -40,6 +50,7 @@ import difflib
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -84,15 +95,52 @@ def _env(build, rundir, extra=None):
     env = dict(os.environ)
     for k in ("USMC_DISABLE", "USMC_DEBUG", "LD_PRELOAD"):
         env.pop(k, None)
-    env["LD_PRELOAD"] = str(BUILDS[build] / "libusmc.so")
     env["USMC_RUNDIR"] = rundir
     env["USMC_CLI"] = str(BUILDS[build] / "usmc")
-    env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
-    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
-    env["TSAN_OPTIONS"] = "halt_on_error=1:die_after_fork=0:report_signal_unsafe=0"
+    env["ASAN_OPTIONS"] = "detect_leaks=0:symbolize=0"
+    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:symbolize=0"
+    env["TSAN_OPTIONS"] = "halt_on_error=1:die_after_fork=0:report_signal_unsafe=0:symbolize=0"
     if extra:
         env.update(extra)
     return env
+
+
+def _preload(build):
+    libs = []
+    if build == "asan":
+        rt = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                            text=True).stdout.strip()
+        if rt and os.path.isabs(rt):
+            libs.append(rt)
+    libs.append(str(BUILDS[build] / "libusmc.so"))
+    return " ".join(libs)
+
+
+def symbolize(build, text):
+    """Resolve raw sanitizer frames "(libusmc.so+0x1234)" with addr2line."""
+    frames = re.findall(r"\(([^()\s]+)\+(0x[0-9a-f]+)\)", text)
+    want = {}
+    for mod, off in frames:
+        name = os.path.basename(mod)
+        if name == "libusmc.so":
+            path = BUILDS[build] / "libusmc.so"
+        elif name.startswith("t_"):
+            path = BUILDS[build] / "tests" / name
+        elif name == "usmc":
+            path = BUILDS[build] / "usmc"
+        else:
+            continue
+        want.setdefault(path, set()).add(off)
+    lines = []
+    for path, offs in want.items():
+        offs = sorted(offs)
+        r = subprocess.run(["addr2line", "-f", "-C", "-e", str(path), *offs],
+                           capture_output=True, text=True)
+        out = r.stdout.splitlines()
+        for i, off in enumerate(offs):
+            if 2 * i + 1 < len(out):
+                lines.append(f"  {path.name}+{off}: {out[2 * i]} {out[2 * i + 1]}")
+    return "\n".join(lines)
 
 
 def _stats(build, env):
@@ -107,11 +155,13 @@ def _stats(build, env):
 
 
 class Run:
-    def __init__(self, rc, out, err, stats):
-        self.rc, self.out, self.err, self.stats = rc, out, err, stats
+    def __init__(self, build, rc, out, err, stats):
+        self.build, self.rc, self.out, self.err, self.stats = build, rc, out, err, stats
 
     def describe(self):
-        return (f"exit {self.rc}\n--- stderr (tail) ---\n{self.err[-6000:]}\n"
+        frames = symbolize(self.build, self.err)
+        frames = f"--- sanitizer frames ---\n{frames}\n" if frames else ""
+        return (f"exit {self.rc}\n--- stderr (tail) ---\n{self.err[-6000:]}\n{frames}"
                 f"--- stdout (tail) ---\n{self.out[-3000:]}\n--- counters ---\n"
                 f"{json.dumps(self.stats, indent=1)[:3000] if self.stats else None}")
 
@@ -123,12 +173,12 @@ def run_program(build, prog, args=(), extra_env=None):
     rundir = tempfile.mkdtemp(prefix=f"usmc-t-{prog}-", dir="/dev/shm")
     try:
         env = _env(build, rundir, extra_env)
-        cmd = ["timeout", "-k", "5", str(LIMIT[build]),
+        cmd = ["timeout", "-k", "5", str(LIMIT[build]), "env", f"LD_PRELOAD={_preload(build)}",
                str(BUILDS[build] / "tests" / prog), *args]
         r = subprocess.run(cmd, env=env, capture_output=True, text=True,
                            errors="replace", cwd=str(ROOT))
         stats = _stats(build, env)
-        return Run(r.returncode, r.stdout, r.stderr, stats)
+        return Run(build, r.returncode, r.stdout, r.stderr, stats)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 
@@ -165,7 +215,7 @@ def test_semantics_transcript(build):
     if tcp.out != smc.out:
         diff = "".join(difflib.unified_diff(tcp.out.splitlines(True), smc.out.splitlines(True),
                                             "tcp (USMC_DISABLE=1)", "usmc"))
-        pytest.fail(f"transcripts differ:\n{diff}\n--- usmc stderr ---\n{smc.err[-4000:]}")
+        pytest.fail(f"transcripts differ:\n{diff}\n--- usmc run ---\n{smc.describe()}")
 
 
 @pytest.mark.timeout(2 * max(LIMIT.values()) + 60)

@@ -15,7 +15,7 @@
  *   empty): every byte arrives in order, unread bytes are never overwritten,
  *   the first byte after a rewind sits at ring offset 0.
  *
- * usage: t_ring [cases]   (default 20000; T_SEED overrides the seed)
+ * usage: t_ring [cases]   (default 20000, fewer under sanitizers; T_SEED sets the seed)
  */
 #include "cdc.h"
 #include "t_util.h"
@@ -262,14 +262,23 @@ static void check_simulation(int rounds)
 	}
 }
 
+/* Sanitizers slow the byte loops down a lot: fewer default cases. */
+#if defined(__SANITIZE_THREAD__)
+#define DEF_CASES	2000
+#elif defined(__SANITIZE_ADDRESS__)
+#define DEF_CASES	5000
+#else
+#define DEF_CASES	20000
+#endif
+
 int main(int argc, char **argv)
 {
-	int cases = argc > 1 ? atoi(argv[1]) : 20000;
+	int cases = argc > 1 ? atoi(argv[1]) : DEF_CASES;
 
 	t_name = "t_ring";
 	seed = (uint64_t)t_env_long("T_SEED", 0x5eed1234);
 	if (cases <= 0)
-		cases = 20000;
+		cases = DEF_CASES;
 	check_put_get(cases);
 	check_cursors(cases * 5);
 	check_simulation(cases / 20 + 1);

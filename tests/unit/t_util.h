@@ -26,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,23 +156,36 @@ static T_UNUSED uint64_t t_rand_range(uint64_t *s, uint64_t lo, uint64_t hi)
 	return lo + t_rand(s) % (hi - lo + 1);
 }
 
-/* Byte number off of stream id: every byte derivable from (id, offset). */
-static inline uint8_t t_pat(uint32_t id, uint64_t off)
+/* Word g (bytes 8g..8g+7) of stream id. */
+static inline uint64_t t_pat_word(uint32_t id, uint64_t g)
 {
-	uint64_t x = (off >> 3) * 0x9e3779b97f4a7c15ULL + (uint64_t)id * 0xc2b2ae3d27d4eb4fULL;
+	uint64_t x = g * 0x9e3779b97f4a7c15ULL + (uint64_t)id * 0xc2b2ae3d27d4eb4fULL;
 
 	x ^= x >> 29;
 	x *= 0xbf58476d1ce4e5b9ULL;
 	x ^= x >> 32;
-	return (uint8_t)(x >> ((off & 7) * 8));
+	return x;
+}
+
+/* Byte number off of stream id: every byte derivable from (id, offset). */
+static inline uint8_t t_pat(uint32_t id, uint64_t off)
+{
+	return (uint8_t)(t_pat_word(id, off >> 3) >> ((off & 7) * 8));
 }
 
 static T_UNUSED void t_pat_fill(uint32_t id, uint64_t off, void *buf, size_t len)
 {
 	uint8_t *p = buf;
-	size_t i;
+	size_t i = 0;
 
-	for (i = 0; i < len; i++)
+	for (; i < len && ((off + i) & 7); i++)
+		p[i] = t_pat(id, off + i);
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w = t_pat_word(id, (off + i) >> 3);
+
+		memcpy(p + i, &w, 8);	/* little-endian: byte k is bits 8k.. */
+	}
+	for (; i < len; i++)
 		p[i] = t_pat(id, off + i);
 }
 
@@ -178,9 +193,18 @@ static T_UNUSED void t_pat_fill(uint32_t id, uint64_t off, void *buf, size_t len
 static T_UNUSED long t_pat_check(uint32_t id, uint64_t off, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
-	size_t i;
+	size_t i = 0;
 
-	for (i = 0; i < len; i++)
+	for (; i < len && ((off + i) & 7); i++)
+		if (p[i] != t_pat(id, off + i))
+			return (long)i;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w = t_pat_word(id, (off + i) >> 3);
+
+		if (memcmp(p + i, &w, 8))
+			break;
+	}
+	for (; i < len; i++)
 		if (p[i] != t_pat(id, off + i))
 			return (long)i;
 	return -1;
@@ -498,26 +522,55 @@ static T_UNUSED const char *t_cli(void)
 
 #define T_STATS_JSON_MAX (1 << 20)
 
-/* `usmc stat --json` into a malloc'ed string (NUL-terminated). */
+/*
+ * `usmc stat --json` into a malloc'ed string (NUL-terminated).  The CLI
+ * runs without LD_PRELOAD (it needs no interposition, and no shell is
+ * involved: a sanitizer build's library cannot be preloaded into /bin/sh).
+ */
 static T_UNUSED char *t_stats_json(void)
 {
-	char cmd[PATH_MAX + 32], *buf = malloc(T_STATS_JSON_MAX);
-	size_t len = 0, n;
-	FILE *f;
-	int st;
+	extern char **environ;
+	char *buf = malloc(T_STATS_JSON_MAX), **envp;
+	const char *cli = t_cli();
+	char *argv[] = { (char *)cli, (char *)"stat", (char *)"--json", NULL };
+	posix_spawn_file_actions_t fa;
+	size_t len = 0, n = 0, i;
+	int pfd[2], st, rc;
+	pid_t pid;
+	ssize_t r;
 
 	if (!buf)
 		t_fail("malloc");
-	snprintf(cmd, sizeof(cmd), "'%s' stat --json", t_cli());
-	f = popen(cmd, "r");
-	if (!f)
-		t_fail("popen %s: %s", cmd, strerror(errno));
-	while ((n = fread(buf + len, 1, T_STATS_JSON_MAX - 1 - len, f)) > 0)
-		len += n;
+	while (environ[n])
+		n++;
+	envp = calloc(n + 1, sizeof(*envp));
+	for (i = 0, n = 0; environ[i]; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11))
+			envp[n++] = environ[i];
+	if (pipe2(pfd, O_CLOEXEC))
+		t_fail("pipe: %s", strerror(errno));
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	rc = posix_spawn(&pid, cli, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	free(envp);
+	close(pfd[1]);
+	if (rc)
+		t_fail("spawn %s: %s", cli, strerror(rc));
+	while ((r = read(pfd[0], buf + len, T_STATS_JSON_MAX - 1 - len)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			t_fail("read from %s: %s", cli, strerror(errno));
+		len += (size_t)r;
+	}
 	buf[len] = '\0';
-	st = pclose(f);
-	if (st != 0)
-		t_fail("%s: status %d (output: %.200s)", cmd, st, buf);
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			t_fail("waitpid %s: %s", cli, strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		t_fail("%s stat --json: status %#x (output: %.200s)", cli, st, buf);
 	return buf;
 }
 
@@ -642,6 +695,144 @@ static T_UNUSED void t_require_usmc(void)
 {
 	if (!t_usmc_loaded())
 		t_skip("libusmc.so is not preloaded");
+}
+
+/* ---- one program, many checks ------------------------------------------ */
+
+static int t_smc_pairs;		/* connections this check expects on shared memory */
+static int t_tcp_conns;		/* endpoints this check expects to fall back to TCP */
+
+/* A connected pair on shared memory: a byte each way (so both ends have
+ * settled their handshake), both ends checked, nothing left pending. */
+static T_UNUSED void t_pair_smc(int *c, int *s)
+{
+	char b;
+
+	t_pair(c, s);
+	t_write_all(*c, "c", 1);
+	t_read_all(*s, &b, 1);
+	t_write_all(*s, "s", 1);
+	t_read_all(*c, &b, 1);
+	t_assert_smc(*c);
+	t_assert_smc(*s);
+	t_smc_pairs++;
+}
+
+struct t_check {
+	const char *name;
+	void (*fn)(void);
+};
+
+/*
+ * Run the checks named in argv (all without arguments), each in its own
+ * process under alarm(60): one failure does not hide the others.  After
+ * each, post() (if any) may fail it, then the counters must show exactly
+ * 2 * t_smc_pairs new shared-memory endpoints and t_tcp_conns fallbacks.
+ * Returns the exit status for main.
+ */
+static T_UNUSED int t_run_checks(const struct t_check *checks, int n, int argc, char **argv,
+				 void (*post)(void))
+{
+	int i, j, ran = 0, failed = 0;
+
+	for (i = 0; i < n; i++) {
+		bool want = argc < 2;
+		pid_t pid;
+		int st;
+
+		for (j = 1; j < argc; j++)
+			want |= !strcmp(argv[j], checks[i].name);
+		if (!want)
+			continue;
+		ran++;
+		fflush(NULL);
+		pid = fork();
+		if (pid < 0)
+			t_fail("fork: %s", strerror(errno));
+		if (pid == 0) {
+			struct t_stats before;
+
+			alarm(60);
+			if (t_accel())
+				t_stats_get(&before);
+			t_info("check %s", checks[i].name);
+			checks[i].fn();
+			if (post)
+				post();
+			t_stats_expect(&before, 2 * t_smc_pairs, t_tcp_conns);
+			_exit(0);
+		}
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				t_fail("waitpid: %s", strerror(errno));
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+			t_info("ok %s", checks[i].name);
+			continue;
+		}
+		failed++;
+		fprintf(stderr, "%s: check %s FAILED (%s %d)\n", t_name, checks[i].name,
+			WIFSIGNALED(st) ? "signal" : "exit",
+			WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	if (!ran)
+		t_fail("no such check");
+	if (failed)
+		fprintf(stderr, "%s: %d of %d checks failed\n", t_name, failed, ran);
+	return failed ? T_EXIT_FAIL : T_EXIT_PASS;
+}
+
+/*
+ * A peer that is not a usmc process: this program again, exec'ed without
+ * LD_PRELOAD as "t_x plain-echo FILE"; it listens, writes its port into
+ * FILE, echoes one connection until EOF.  Returns its port.
+ */
+static T_UNUSED int t_plain_echo_main(const char *portfile)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), fd;
+	char buf[4096], tmp[PATH_MAX];
+	ssize_t n;
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", portfile);
+	f = fopen(tmp, "w");
+	if (!f)
+		return 1;
+	fprintf(f, "%u\n", port);
+	fclose(f);
+	rename(tmp, portfile);
+	fd = t_accept(lfd);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		t_write_all(fd, buf, (size_t)n);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+static T_UNUSED uint16_t t_start_plain_echo(pid_t *pid)
+{
+	char path[64];
+	unsigned int port = 0;
+	int tries;
+
+	snprintf(path, sizeof(path), "/tmp/t_plain_port.%d.%u", (int)getpid(),
+		 (unsigned int)t_now_ms());
+	*pid = t_spawn_plain("plain-echo", path);
+	for (tries = 0; tries < 1000 && !port; tries++) {
+		FILE *f = fopen(path, "r");
+
+		if (f) {
+			if (fscanf(f, "%u", &port) != 1)
+				port = 0;
+			fclose(f);
+		}
+		if (!port)
+			t_msleep(10);
+	}
+	unlink(path);
+	if (!port)
+		t_fail("plain echo server did not start");
+	return (uint16_t)port;
 }
 
 #endif /* T_UTIL_H */
