@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_fork.c - one accelerated connection seen through several descriptors,
+ * processes and threads.
+ *
+ *   dup            dup(): data flows through either copy; closing one copy
+ *                  keeps the connection; the peer sees EOF only after the last
+ *   dup2_dup3      dup2/dup3 onto a used number (and onto itself), O_CLOEXEC
+ *   fdupfd         fcntl F_DUPFD / F_DUPFD_CLOEXEC with a minimum number
+ *   replace        dup2 of a pipe over the only descriptor of a connection
+ *                  closes it: the peer reads EOF
+ *   fork_server    the classic fork-per-connection server: the parent
+ *                  accepts, forks, closes its copy at once; the child (which
+ *                  closes the listener) serves; repeated, every connection
+ *                  on shared memory
+ *   prefork        the listener created before fork(), the parent closes its
+ *                  copy at once, the child accepts: still a usmc listener
+ *   shared_writer  parent and child write to one connection in turns
+ *                  (serialised by the application); the peer sees the order
+ *   exec_usmc      exec of a program (this one, role exec-peer) that keeps
+ *                  using an inherited accelerated descriptor
+ *   exec_plain     the same program exec'ed without libusmc: the transfer
+ *                  must complete (the connection works or was kept on TCP),
+ *                  never hang
+ *   threads        one thread sends while another receives on the same fd,
+ *                  on both ends, every byte checked
+ *
+ * Each check runs in its own process and must leave the counters with its
+ * connections on shared memory (exec_plain: whatever it is, it must work).
+ *
+ * usage: t_fork [check...]
+ */
+#include "t_util.h"
+
+#include <pthread.h>
+
+static void xfer(int from, int to, const char *msg)
+{
+	size_t n = strlen(msg);
+	char buf[256];
+
+	t_write_all(from, msg, n);
+	t_read_all(to, buf, n);
+	if (memcmp(buf, msg, n))
+		t_fail("sent \"%s\", received \"%.*s\"", msg, (int)n, buf);
+}
+
+static void expect_eof(int fd)
+{
+	char b[8];
+	ssize_t n = read(fd, b, sizeof(b));
+
+	if (n != 0)
+		t_fail("expected EOF on fd %d, read %zd (%s)", fd, n, n < 0 ? strerror(errno) : "data");
+}
+
+/* Nothing to read now (and not EOF): the connection is still open. */
+static void expect_open(int fd)
+{
+	t_assert(t_wait_fd(fd, POLLIN, 50) == 0, "fd %d readable (EOF?) while a copy is open", fd);
+}
+
+/* ---- descriptors ------------------------------------------------------- */
+
+static void check_dup(void)
+{
+	int c, s, d;
+
+	t_pair_smc(&c, &s);
+	d = t_ok(dup(c));
+	xfer(d, s, "via dup");
+	xfer(c, s, "via original");
+	xfer(s, d, "to dup");
+	xfer(s, c, "to original");
+	t_ok(close(c));
+	expect_open(s);
+	xfer(d, s, "after closing the original");
+	xfer(s, d, "back");
+	t_ok(close(d));
+	expect_eof(s);
+	close(s);
+}
+
+static void check_dup2_dup3(void)
+{
+	int c, s, p[2], n;
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(p));
+	/* dup2 onto the pipe's read end: that pipe end is replaced. */
+	n = t_ok(dup2(c, p[0]));
+	t_assert(n == p[0]);
+	xfer(p[0], s, "dup2");
+	xfer(s, p[0], "dup2 back");
+	t_assert(dup2(c, c) == c, "dup2 onto itself");
+	xfer(c, s, "dup2 self");
+	/* dup3 with O_CLOEXEC onto the pipe's write end. */
+	n = t_ok(dup3(c, p[1], O_CLOEXEC));
+	t_assert(n == p[1] && (fcntl(p[1], F_GETFD) & FD_CLOEXEC), "dup3 O_CLOEXEC");
+	t_assert(!(fcntl(c, F_GETFD) & FD_CLOEXEC), "original stays inheritable");
+	xfer(p[1], s, "dup3");
+	errno = 0;
+	t_assert(dup3(c, c, 0) == -1 && errno == EINVAL, "dup3 onto itself: %s", t_errname(errno));
+	/* Three descriptors; the connection ends with the last one. */
+	close(c);
+	close(p[0]);
+	expect_open(s);
+	xfer(p[1], s, "last copy");
+	close(p[1]);
+	expect_eof(s);
+	close(s);
+}
+
+static void check_fdupfd(void)
+{
+	int c, s, a, b;
+
+	t_pair_smc(&c, &s);
+	a = t_ok(fcntl(c, F_DUPFD, 100));
+	b = t_ok(fcntl(c, F_DUPFD_CLOEXEC, 150));
+	t_assert(a >= 100 && b >= 150, "F_DUPFD numbers %d %d", a, b);
+	t_assert(!(fcntl(a, F_GETFD) & FD_CLOEXEC) && (fcntl(b, F_GETFD) & FD_CLOEXEC));
+	xfer(a, s, "F_DUPFD");
+	xfer(b, s, "F_DUPFD_CLOEXEC");
+	xfer(s, b, "back");
+	close(c);
+	close(b);
+	expect_open(s);
+	xfer(a, s, "last");
+	close(a);
+	expect_eof(s);
+	close(s);
+}
+
+static void check_replace(void)
+{
+	int c, s, p[2];
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(p));
+	t_ok(dup2(p[0], c));	/* the connection's only descriptor is gone */
+	expect_eof(s);
+	/* c is a pipe now. */
+	t_write_all(p[1], "p", 1);
+	{
+		char b;
+
+		t_read_all(c, &b, 1);
+		t_assert(b == 'p');
+	}
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+#define FORK_CONNS 8
+
+/* Client for the fork server: a separate process, one request each. */
+static void fork_client(uint16_t port)
+{
+	int i;
+
+	for (i = 0; i < FORK_CONNS; i++) {
+		char req[32], resp[64];
+		int fd = t_connect(port);
+		ssize_t n;
+
+		snprintf(req, sizeof(req), "request %d", i);
+		t_write_all(fd, req, strlen(req) + 1);
+		n = recv(fd, resp, sizeof(resp), MSG_WAITALL);
+		if (n <= 0 || strncmp(resp, "response to request ", 20) || atoi(resp + 20) != i)
+			t_fail("connection %d: response %zd \"%.*s\"", i, n, n > 0 ? (int)n : 0, resp);
+		close(fd);
+	}
+	_exit(0);
+}
+
+static void check_fork_server(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), i;
+	pid_t client, kids[FORK_CONNS];
+
+	client = fork();
+	if (client == 0)
+		fork_client(port);
+	for (i = 0; i < FORK_CONNS; i++) {
+		int fd = t_accept(lfd);
+
+		kids[i] = fork();
+		if (kids[i] < 0)
+			t_fail("fork: %s", strerror(errno));
+		if (kids[i] == 0) {
+			char req[32], resp[64];
+			size_t len = 0;
+
+			close(lfd);
+			/* The parent closed its copy at once: we still serve. */
+			while (len < sizeof(req)) {
+				ssize_t n = read(fd, req + len, sizeof(req) - len);
+
+				if (n <= 0)
+					t_fail("child %d: read %zd (%s) after %zu bytes", i, n,
+					       n ? strerror(errno) : "EOF", len);
+				len += (size_t)n;
+				if (memchr(req, 0, len))
+					break;
+			}
+			t_msleep(10);
+			snprintf(resp, sizeof(resp), "response to %s", req);
+			t_write_all(fd, resp, strlen(resp) + 1);
+			close(fd);
+			_exit(0);
+		}
+		close(fd);	/* the fork-per-connection parent */
+	}
+	for (i = 0; i < FORK_CONNS; i++)
+		t_wait_child(kids[i], "server child");
+	t_wait_child(client, "client");
+	close(lfd);
+	t_smc_pairs += FORK_CONNS;
+}
+
+static void check_prefork(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), sv[2], c;
+	pid_t kid;
+
+	t_sync_pair(sv);
+	kid = fork();
+	if (kid == 0) {
+		int fd = t_accept(lfd);
+		char b[16];
+
+		close(sv[0]);
+		t_read_all(fd, b, 7);
+		t_assert_smc(fd);
+		t_write_all(fd, "served", 6);
+		t_sync_wait(sv[1]);
+		close(fd);
+		_exit(0);
+	}
+	close(lfd);	/* the parent lets go at once; the child still listens */
+	close(sv[1]);
+	t_msleep(20);
+	c = t_connect(port);
+	{
+		char b[6];
+
+		t_write_all(c, "prefork", 7);
+		t_read_all(c, b, 6);
+	}
+	t_assert_smc(c);
+	t_sync_post(sv[0]);
+	t_wait_child(kid, "prefork child");
+	close(c);
+	close(sv[0]);
+	t_smc_pairs++;
+}
+
+static void check_shared_writer(void)
+{
+	int c, s, sv[2], i;
+	pid_t kid;
+	char buf[64];
+
+	t_pair_smc(&c, &s);
+	t_sync_pair(sv);
+	kid = fork();
+	if (kid == 0) {
+		close(s);
+		close(sv[0]);
+		for (i = 0; i < 20; i++) {
+			t_sync_wait(sv[1]);
+			snprintf(buf, sizeof(buf), "child %02d;", i);
+			t_write_all(c, buf, strlen(buf));
+			t_sync_post(sv[1]);
+		}
+		close(c);
+		_exit(0);
+	}
+	close(sv[1]);
+	for (i = 0; i < 20; i++) {
+		snprintf(buf, sizeof(buf), "parent %02d;", i);
+		t_write_all(c, buf, strlen(buf));
+		t_sync_post(sv[0]);
+		t_sync_wait(sv[0]);
+	}
+	t_wait_child(kid, "writer child");
+	close(c);	/* the last copy: now the peer sees EOF */
+	for (i = 0; i < 20; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "parent %02d;child %02d;", i, i);
+		t_read_all(s, buf, strlen(want));
+		if (memcmp(buf, want, strlen(want)))
+			t_fail("turn %d: \"%.*s\", expected \"%s\"", i, (int)strlen(want), buf, want);
+	}
+	expect_eof(s);
+	close(s);
+	close(sv[0]);
+}
+
+/* The exec'ed side: greet, echo one message, then wait for EOF. */
+static int exec_peer(int fd)
+{
+	char buf[64];
+	ssize_t n;
+
+	t_write_all(fd, "hello from exec", 15);
+	n = recv(fd, buf, 4, MSG_WAITALL);
+	if (n != 4)
+		t_fail("exec peer: recv %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	t_write_all(fd, buf, 4);
+	t_send_pat(fd, 99, 300000);
+	n = read(fd, buf, sizeof(buf));
+	if (n != 0)
+		t_fail("exec peer: expected EOF, read %zd", n);
+	close(fd);
+	return 0;
+}
+
+static void exec_check(bool with_usmc)
+{
+	int c, s;
+	pid_t kid;
+	char b[16];
+
+	t_pair_smc(&c, &s);
+	kid = fork();
+	if (kid == 0) {
+		char fdstr[16];
+		char *argv[] = { (char *)"t_fork", (char *)"exec-peer", fdstr, NULL };
+
+		close(s);
+		snprintf(fdstr, sizeof(fdstr), "%d", c);
+		if (!with_usmc)
+			unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(c);
+	t_read_all(s, b, 15);
+	t_assert(!memcmp(b, "hello from exec", 15), "greeting");
+	t_write_all(s, "ping", 4);
+	t_read_all(s, b, 4);
+	t_assert(!memcmp(b, "ping", 4), "echo");
+	t_recv_pat(s, 99, 300000);
+	shutdown(s, SHUT_WR);
+	t_wait_child(kid, "exec'ed peer");
+	close(s);
+}
+
+static void check_exec_usmc(void)
+{
+	exec_check(true);
+}
+
+static void check_exec_plain(void)
+{
+	struct t_stats before;
+
+	/* This check asks only that it works: whatever the counters say. */
+	if (t_accel())
+		t_stats_get(&before);
+	exec_check(false);
+	t_smc_pairs = 0;
+	if (t_accel()) {
+		/* Re-base the per-check counter check on what happened. */
+		struct t_stats now;
+
+		t_stats_get(&now);
+		t_smc_pairs = (int)(now.smc_conns - before.smc_conns) / 2;
+		t_tcp_conns = (int)(now.fallback - before.fallback);
+	}
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+struct stream {
+	int fd;
+	uint32_t id;
+	size_t len;
+	bool send;
+};
+
+static void *stream_thread(void *arg)
+{
+	struct stream *st = arg;
+
+	if (st->send)
+		t_send_pat(st->fd, st->id, st->len);
+	else
+		t_recv_pat(st->fd, st->id, st->len);
+	return NULL;
+}
+
+static void check_threads(void)
+{
+	struct stream st[4];
+	pthread_t th[4];
+	int c, s, i;
+	size_t len = 6u << 20;	/* more than a ring: both ends block and wake */
+
+	t_pair_smc(&c, &s);
+	st[0] = (struct stream){ c, 1, len, true };
+	st[1] = (struct stream){ c, 2, len, false };
+	st[2] = (struct stream){ s, 2, len, true };
+	st[3] = (struct stream){ s, 1, len, false };
+	for (i = 0; i < 4; i++)
+		if (pthread_create(&th[i], NULL, stream_thread, &st[i]))
+			t_fail("pthread_create");
+	for (i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	close(c);
+	expect_eof(s);
+	close(s);
+}
+
+static const struct t_check checks[] = {
+	{ "dup", check_dup },
+	{ "dup2_dup3", check_dup2_dup3 },
+	{ "fdupfd", check_fdupfd },
+	{ "replace", check_replace },
+	{ "fork_server", check_fork_server },
+	{ "prefork", check_prefork },
+	{ "shared_writer", check_shared_writer },
+	{ "exec_usmc", check_exec_usmc },
+	{ "exec_plain", check_exec_plain },
+	{ "threads", check_threads },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_fork";
+	if (argc == 3 && !strcmp(argv[1], "exec-peer"))
+		return exec_peer(atoi(argv[2]));
+	signal(SIGPIPE, SIG_IGN);
+	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
+}
