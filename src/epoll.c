@@ -55,6 +55,10 @@ struct usmc_epreg {
 	bool disabled;			/* EPOLLONESHOT fired */
 	bool on_ready;
 	bool edge;			/* an event arrived since last reported (ET) */
+	uint64_t reported;		/* epoll_wait call that last reported it */
+	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
+	uint64_t seen_prod, seen_cons;	/* cursors when last reported (ET news) */
+	uint32_t seen_pflags, seen_cflags;
 	struct usmc_epreg *ep_next, *ep_prev;
 	struct usmc_epreg *sk_next;
 	struct usmc_epreg *ready_next;
@@ -159,9 +163,35 @@ void usmc_epoll_mode_changed(void)
 	atomic_fetch_add(&mode_gen, 1);
 }
 
+/* On the shared-memory path, or about to be (connecting with a proposal
+ * out: the TCP entry reports completion, the rings everything after). */
 static bool want_translated(struct usmc_sock *sk)
 {
-	return sk->kind == SK_CONN && usmc_poll_translated(sk);
+	uint32_t m = sk_mode(sk);
+
+	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED);
+}
+
+static int ep_fd_of(struct usmc_ep *ep);
+
+/* FIN/RST/connect completion on the TCP entry: news for every record of
+ * this socket here; once connected, stop watching EPOLLOUT. */
+static void tcp_event(struct usmc_epreg *r)
+{
+	struct usmc_epreg *s;
+
+	for (s = r->sk->epregs; s; s = s->sk_next)
+		if (s->ep == r->ep && s->translated)
+			s->edge = true;
+	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING)) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
+		int epfd = ep_fd_of(r->ep);
+
+		ev.events |= r->events & EPOLLEXCLUSIVE ? 0 : EPOLLRDHUP;
+		r->tcp_out = false;
+		if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE))
+			real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev);
+	}
 }
 
 static struct usmc_epreg *sibling_bell(struct usmc_epreg *r)
@@ -190,7 +220,11 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 	uint32_t excl = r->events & EPOLLEXCLUSIVE;
 	int rc;
 
-	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET | excl;
+	/* The TCP entry reports FIN/RST (and the wake byte) as EPOLLIN, and
+	 * connect completion as EPOLLOUT while connecting; EPOLLEXCLUSIVE
+	 * admits only IN/OUT/ET (FIN still shows as EPOLLIN). */
+	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING);
+	ev.events = EPOLLIN | EPOLLET | (r->tcp_out ? EPOLLOUT : 0) | (excl ? excl : EPOLLRDHUP);
 	ev.data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP;
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
 	if (rc)
@@ -207,8 +241,11 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 	}
 	r->translated = true;
 	r->edge = true;
+	r->seen_prod = r->seen_cons = ~0ULL;
 	r->ep->ntranslated++;
 	ready_push(r);
+	if (r->ep->nested)
+		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
 	return 0;
 }
 
@@ -233,8 +270,6 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 	}
 	real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->sk->bell_own, &ev);
 }
-
-static int ep_fd_of(struct usmc_ep *ep);
 
 static void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
 {
@@ -426,6 +461,9 @@ static struct usmc_epreg *reg_find(struct usmc_ep *ep, int fd, struct usmc_sock 
 	return NULL;
 }
 
+static bool ep_arm_all(struct usmc_ep *ep);
+static void selfev_update(struct usmc_ep *ep, int epfd);
+
 int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct usmc_sock *sk = NULL;
@@ -438,8 +476,17 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_lookup(epfd);
 	inner = ep_lookup(fd);
-	if (inner && op == EPOLL_CTL_ADD)
+	if (inner && op == EPOLL_CTL_ADD && !inner->nested) {
+		struct usmc_epreg *q;
+
+		/* Watched from outside: the kernel must see its readiness, so
+		 * its doorbells stay armed whenever control leaves it. */
 		inner->nested = true;
+		for (q = inner->regs; q; q = q->ep_next)
+			q->sk->in_nested = true;
+		ep_arm_all(inner);
+		selfev_update(inner, fd);
+	}
 	sk = usmc_fd_get(fd);
 	if (!sk || (sk->kind != SK_TCP && sk->kind != SK_CONN)) {
 		if (ep && op == EPOLL_CTL_ADD)
@@ -491,6 +538,8 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep->regs = r;
 		r->sk_next = sk->epregs;
 		sk->epregs = r;
+		if (ep->nested)
+			sk->in_nested = true;
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r) {
@@ -556,6 +605,46 @@ static uint32_t reg_ready(struct usmc_epreg *r)
 	return ev & (want | EPOLLERR | EPOLLHUP);
 }
 
+/* Did something happen since r last reported?  (edge-triggered) */
+static bool reg_news(const struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	if (r->edge)
+		return true;
+	if ((r->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) &&
+	    (LOAD_ACQUIRE(&sk->rx_p->prod) != r->seen_prod ||
+	     LOAD_ACQUIRE(&sk->rx_p->flags) != r->seen_pflags))
+		return true;
+	if ((r->events & (EPOLLOUT | EPOLLWRNORM)) &&
+	    (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons ||
+	     LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags))
+		return true;
+	return false;
+}
+
+static void reg_seen(struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	r->seen_prod = LOAD_ACQUIRE(&sk->rx_p->prod);
+	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
+	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	r->edge = false;
+}
+
+/* The events r should report now: level-triggered when ready, edge-
+ * triggered only when something new happened as well. */
+static uint32_t reg_due(const struct usmc_epreg *r)
+{
+	uint32_t ev = reg_ready((struct usmc_epreg *)r);
+
+	if (ev && (r->events & EPOLLET) && !reg_news(r))
+		return 0;
+	return ev;
+}
+
 static int reg_what(struct usmc_epreg *r)
 {
 	int what = 0;
@@ -573,7 +662,9 @@ static int reg_what(struct usmc_epreg *r)
  * every doorbell costs the peer a system call.  ep_arm_all() arms right
  * before we sleep.  Caller holds ep_lock.
  */
-static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
+static _Atomic uint64_t wait_calls;
+
+static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, uint64_t call)
 {
 	struct usmc_epreg **pp = &ep->ready, *r;
 	int n = 0;
@@ -581,6 +672,11 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
 	while ((r = *pp) && n < max) {
 		uint32_t ev;
 
+		if (r->reported == call) {
+			/* Once per epoll_wait, as the kernel does. */
+			pp = &r->ready_next;
+			continue;
+		}
 		if (r->disabled || !r->translated) {
 			*pp = r->ready_next;
 			r->on_ready = false;
@@ -593,12 +689,13 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
 			reg_sync(r);
 			continue;
 		}
-		ev = reg_ready(r);
-		if (ev && (!(r->events & EPOLLET) || r->edge)) {
+		ev = reg_due(r);
+		if (ev) {
 			out[n].events = ev;
 			out[n].data.u64 = r->data;
 			n++;
-			r->edge = false;
+			r->reported = call;
+			reg_seen(r);
 			if (r->events & EPOLLONESHOT)
 				r->disabled = true;
 			if (r->events & (EPOLLET | EPOLLONESHOT)) {
@@ -609,7 +706,6 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max)
 			pp = &r->ready_next;
 			continue;
 		}
-		r->edge = false;
 		*pp = r->ready_next;
 		r->on_ready = false;
 	}
@@ -627,10 +723,9 @@ static bool ep_arm_all(struct usmc_ep *ep)
 	bool ready = false;
 
 	for (r = ep->regs; r; r = r->ep_next) {
-		if (!r->translated || r->disabled || r->on_ready)
+		if (!r->translated || r->disabled)
 			continue;
-		if (usmc_arm(r->sk, reg_what(r)) && reg_ready(r)) {
-			r->edge = true;
+		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
 			ready_push(r);
 			ready = true;
 		}
@@ -640,8 +735,15 @@ static bool ep_arm_all(struct usmc_ep *ep)
 
 static void selfev_update(struct usmc_ep *ep, int epfd)
 {
+	struct usmc_epreg *r;
 	uint64_t v = 1;
-	bool want = ep->ready != NULL;
+	bool want = false;
+
+	if (!ep->nested)
+		return;
+	/* Readable for an outer epoll/poll only if something is really due. */
+	for (r = ep->ready; r && !want; r = r->ready_next)
+		want = r->translated && !r->disabled && reg_due(r);
 
 	if (!ep->nested)
 		return;
@@ -703,8 +805,7 @@ static void ep_resync(struct usmc_ep *ep)
 static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit)
 {
 	struct {
-		struct usmc_sock *sk;
-		uint32_t want;
+		struct usmc_epreg copy;	/* events, seen cursors: for reg_due() */
 	} snap[EP_SPIN_MAX];
 	uint64_t budget, t0, now, lastk;
 	struct usmc_epreg *r;
@@ -723,8 +824,7 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		if (!r->translated || r->disabled)
 			continue;
 		usmc_sock_get(r->sk);
-		snap[n].sk = r->sk;
-		snap[n].want = r->events | EPOLLERR | EPOLLHUP;
+		snap[n].copy = *r;
 		n++;
 	}
 	pthread_mutex_unlock(&ep_lock);
@@ -733,7 +833,7 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		for (i = 0; i < 32; i++)
 			cpu_relax();
 		for (i = 0; i < n && !*hit; i++)
-			if (usmc_sock_poll(snap[i].sk) & snap[i].want)
+			if (reg_due(&snap[i].copy))
 				*hit = true;
 		now = usmc_now_ns();
 		if (*hit)
@@ -749,15 +849,13 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		}
 	} while (now - t0 < budget);
 	for (i = 0; i < n; i++)
-		usmc_sock_put(snap[i].sk);
+		usmc_sock_put(snap[i].copy.sk);
 	pthread_mutex_lock(&ep_lock);
 	ep_spin_feedback(ep, *hit, now - t0);
 	if (*hit && !k)
 		for (r = ep->regs; r; r = r->ep_next)
-			if (r->translated && !r->disabled && reg_ready(r)) {
-				r->edge = true;
+			if (r->translated && !r->disabled && reg_due(r))
 				ready_push(r);
-			}
 	return k;
 }
 
@@ -765,7 +863,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		    const sigset_t *mask, bool use_mask)
 {
 	struct epoll_event kev[EP_MAXEV];
-	uint64_t deadline = 0;
+	uint64_t deadline = 0, call;
 	struct usmc_ep *ep;
 	int n, k, i, rc;
 
@@ -779,21 +877,22 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	}
 	if (timeout > 0)
 		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
+	call = atomic_fetch_add(&wait_calls, 1) + 1;
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0;
 		bool hit = false;
 
 		ep_resync(ep);
-		n = ready_collect(ep, events, maxevents);
+		n = ready_collect(ep, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
 		if (!n && timeout != 0) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
 			if (hit && !k)
-				n = ready_collect(ep, events, maxevents);
+				n = ready_collect(ep, events, maxevents, call);
 			if (!n && !k && ep_arm_all(ep))
-				n = ready_collect(ep, events, maxevents);
+				n = ready_collect(ep, events, maxevents, call);
 		}
 		if (n || k || room <= 0)
 			kt = 0;
@@ -833,8 +932,13 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 				continue;
 			}
 			if (tag == EP_TAG_TCP) {
-				usmc_check_tcp(r->sk, r->fd);
-				usmc_sock_refresh(r->sk, r->fd);
+				int fd = usmc_sock_live_fd(r->sk, r->fd);
+
+				if (fd >= 0) {
+					usmc_check_tcp(r->sk, fd);
+					usmc_sock_refresh(r->sk, fd);
+				}
+				tcp_event(r);
 			} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
 				/* Edge-triggered: the FIFO is never read otherwise;
 				 * empty it before it fills (a full FIFO loses rings). */
@@ -847,19 +951,18 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 				ep_spin_feedback(ep, true, slept_ns);
 				slept_ns = 0;
 			}
-			/* Wake every record of this socket in this instance. */
+			/* Look at every record of this socket in this instance
+			 * (the doorbell is shared; readiness comes from the rings). */
 			{
 				struct usmc_epreg *s;
 
 				for (s = r->sk->epregs; s; s = s->sk_next)
-					if (s->ep == ep && s->translated) {
-						s->edge = true;
+					if (s->ep == ep && s->translated)
 						ready_push(s);
-					}
 			}
 		}
 		if (n < maxevents)
-			n += ready_collect(ep, events + n, maxevents - n);
+			n += ready_collect(ep, events + n, maxevents - n, call);
 		if (n || timeout == 0)
 			break;
 		if (timeout > 0) {
@@ -870,6 +973,8 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			timeout = (int)((deadline - now + 999999) / 1000000);
 		}
 	}
+	if (ep->nested)
+		ep_arm_all(ep);
 	selfev_update(ep, epfd);
 	pthread_mutex_unlock(&ep_lock);
 	return n;
@@ -877,6 +982,17 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 
 /* Does this epoll instance have level-triggered readiness the kernel
  * cannot see (for poll/select on an epoll descriptor)? */
+void usmc_epoll_sock_changed(struct usmc_sock *sk)
+{
+	struct usmc_epreg *r;
+
+	pthread_mutex_lock(&ep_lock);
+	for (r = sk->epregs; r; r = r->sk_next)
+		if (r->ep->nested)
+			selfev_update(r->ep, ep_fd_of(r->ep));
+	pthread_mutex_unlock(&ep_lock);
+}
+
 bool usmc_epoll_has_ready(int epfd)
 {
 	struct usmc_ep *ep;

@@ -23,6 +23,9 @@ void usmc_epoll_forget(struct usmc_sock *sk);
 /* A socket moved between TCP and shared memory: registrations need resync. */
 void usmc_epoll_mode_changed(void);
 void usmc_epoll_mark_nested(int epfd);
+/* A socket watched through a nested epoll was read: refresh what the
+ * outer level sees. */
+void usmc_epoll_sock_changed(struct usmc_sock *sk);
 bool usmc_epoll_has_ready(int epfd);
 void usmc_epoll_after_fork(void);
 

@@ -137,6 +137,34 @@ void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *
 	}
 }
 
+struct find_ctx {
+	struct usmc_sock *sk;
+	int fd;
+};
+
+static void find_fd(int fd, struct usmc_sock *sk, void *arg)
+{
+	struct find_ctx *c = arg;
+
+	if (sk == c->sk && c->fd < 0)
+		c->fd = fd;
+}
+
+int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
+{
+	struct usmc_sock *cur = usmc_fd_get(hint);
+	struct find_ctx c = { sk, -1 };
+
+	if (cur) {
+		usmc_sock_put(cur);
+		if (cur == sk)
+			return hint;
+	}
+	/* The application closed (or reused) that number: find another. */
+	usmc_fd_foreach(find_fd, &c);
+	return c.fd;
+}
+
 static unsigned int fork_gen;
 
 /* Each socket once: one more process will hold it. */

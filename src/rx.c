@@ -7,6 +7,7 @@
  * once per step and validated before any byte is copied.
  */
 #include "af_usmc.h"
+#include "epoll.h"
 #include "log.h"
 #include "guard.h"
 #include "real.h"
@@ -179,6 +180,8 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			return done ? (ssize_t)done : rc;
 	}
 	usmc_family_unlock(&sk->sh->rx_lock);
+	if (unlikely(sk->in_nested))
+		usmc_epoll_sock_changed(sk);
 	if (!done)
 		return -EAGAIN;
 	if (!peek) {

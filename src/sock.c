@@ -98,6 +98,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	sk->reg_idx = -1;
 	memset(&sk->bound, 0, sizeof(sk->bound));
 	sk->epregs = NULL;
+	sk->in_nested = false;
 	STORE_RELEASE(&sk->ref, 1);
 	return sk;
 }

@@ -99,6 +99,7 @@ struct usmc_sock {
 
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
 	unsigned int fork_gen;		/* fdtab.c: counted for the current fork */
+	bool in_nested;			/* registered in an epoll that is itself watched */
 	struct usmc_sock *free_next;
 };
 
@@ -195,6 +196,8 @@ struct usmc_sock *usmc_sock_new(int fd, int kind);
 struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
 void usmc_sock_get(struct usmc_sock *sk);
 void usmc_sock_put(struct usmc_sock *sk);
+/* A descriptor that still refers to sk: hint if it does, else any, or -1. */
+int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
 void usmc_sock_release(struct usmc_sock *sk);
 
