@@ -1,0 +1,246 @@
+"""The usmc command's contract: `usmc stat` (text and --json, --reset,
+counters of exited processes, live connections), `usmc dev`, and `usmc run`
+(LD_PRELOAD kept, sh -c wrappers and children, USMC_DEBUG messages)."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from . import helpers as h
+
+COUNTER_FIELDS = (
+    "smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
+    "tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "tx_calls", "rx_calls",
+    "doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
+    "dmbs_registered", "dmbs_reused", "late_declines",
+)
+CONN_FIELDS = {"pid": int, "fd": int, "role": str, "local": str, "peer": str, "mode": str,
+               "tx_bytes": int, "rx_bytes": int}
+ADDR = re.compile(r"^(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:.]+\]):\d+$")
+
+
+def check_stat_json(st, rundir):
+    assert st["rundir"] == str(rundir.path)
+    for f in COUNTER_FIELDS:
+        assert isinstance(st[f], int) and not isinstance(st[f], bool) and st[f] >= 0, f
+    for f in ("tcp_fallback", "aborts"):
+        assert isinstance(st[f], dict), f
+        for k, v in st[f].items():
+            assert re.match(r"^[a-z_]+$", k) and isinstance(v, int) and v > 0, (f, k, v)
+    assert isinstance(st["connections"], list)
+    for c in st["connections"]:
+        for k, t in CONN_FIELDS.items():
+            assert isinstance(c[k], t), (k, c)
+        assert c["role"] in ("client", "server"), c
+        assert c["mode"] in ("SMCD", "TCP", "UNDECIDED", "PROPOSED", "MIGRATING"), c
+        assert ADDR.match(c["local"]) and ADDR.match(c["peer"]), c
+        assert "reason" in c
+
+
+def zeroed(st):
+    return all(st[f] == 0 for f in COUNTER_FIELDS) and not st["tcp_fallback"] \
+        and not st["aborts"]
+
+
+def echo_pair(procs, rundir, scripts, conns=2, msgs=40, name="echo"):
+    server, port = h.start_server(
+        procs, name + "-server",
+        lambda p: [h.PY, scripts["async_echo_server"], "127.0.0.1", p],
+        rundir.env(debug=True))
+    p = procs.run(name + "-client", [h.PY, scripts["async_echo_client"], "127.0.0.1", port,
+                                     conns, msgs, 65536, 5], rundir.env(), timeout=60)
+    assert p.text().startswith("OK conns=%d " % conns), p.diag()
+    return server, port
+
+
+@pytest.mark.timeout(60, method="signal")
+def test_stat_fresh_rundir_wellformed(rundir):
+    st = rundir.stat()
+    check_stat_json(st, rundir)
+    assert zeroed(st) and st["connections"] == []
+    text = rundir.stat_text()
+    assert text.split("\n")[0].split() == ["PID", "FD", "ROLE", "LOCAL", "PEER", "MODE",
+                                            "REASON", "TX_BYTES", "RX_BYTES"]
+    assert "rundir %s\n" % rundir.path in text
+    assert "connections: 0 on shared memory (0 client, 0 server), 0 on TCP, " \
+           "0 handshake errors" in text
+    assert "tcp fallback: none" in text
+    r = rundir.cli("stat", "--help")
+    assert b"usage" in r.stdout
+    r = rundir.cli("stat", "--bogus", check=False)
+    assert r.returncode != 0
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_stat_and_dev_show_live_connection(rundir, procs, scripts):
+    server, port = h.start_server(
+        procs, "echo-server",
+        lambda p: [h.PY, scripts["async_echo_server"], "127.0.0.1", p],
+        rundir.env(debug=True))
+    client = procs.start("echo-client-hold",
+                         [h.PY, scripts["async_echo_client"], "127.0.0.1", port, 1, 20, 65536, 1,
+                          "hold"], rundir.env(), stdin=subprocess.PIPE)
+    try:
+        st = rundir.settle(lambda s: b"holding" in client.stdout()
+                           and len([c for c in s["connections"] if c["mode"] == "SMCD"]) == 2)
+        check_stat_json(st, rundir)
+        conns = {c["role"]: c for c in st["connections"]}
+        assert len(st["connections"]) == 2 and set(conns) == {"client", "server"}, \
+            h.fmt_stat(st) + client.diag()
+        c, s = conns["client"], conns["server"]
+        assert c["mode"] == s["mode"] == "SMCD" and c["reason"] is None, st["connections"]
+        assert c["pid"] == client.pid and s["pid"] == server.pid, st["connections"]
+        assert c["local"] == s["peer"] and c["peer"] == s["local"] == "127.0.0.1:%d" % port
+        assert c["tx_bytes"] == s["rx_bytes"] > 0 and s["tx_bytes"] == c["rx_bytes"] > 0
+
+        text = rundir.stat_text()
+        lines = [ln.split() for ln in text.splitlines()[1:] if ln.strip() and ln[0].isdigit()]
+        assert sorted((ln[0], ln[2], ln[5]) for ln in lines) == sorted(
+            [(str(client.pid), "C", "SMCD"), (str(server.pid), "S", "SMCD")]), text
+
+        dev = rundir.dev(as_json=True)
+        lo = [d for d in dev["devices"] if d["name"] == "loopback"]
+        assert len(lo) == 1, dev
+        lo = lo[0]
+        assert lo["type"] == "SMC-D" and lo["usable"] is True and lo["rundir"] == str(rundir.path)
+        assert lo["link_groups"] >= 1 and lo["connections"] == 2, lo
+        assert lo["xfer_bytes"] == st["tx_bytes"] > 0 and lo["dmbs_registered"] >= 2, lo
+        text = rundir.dev()
+        row = [ln.split() for ln in text.splitlines() if ln.startswith("loopback")]
+        assert row and row[0][1:4] == ["SMC-D", str(lo["id"]), "usable"], text
+        assert int(row[0][4]) >= 1 and int(row[0][5]) == 2, text
+    finally:
+        client.popen.stdin.close()
+    assert client.wait(30) == 0, client.diag()
+
+    # The client exited, the server is gone too: counters stay.
+    server.stop()
+    st = rundir.settle(lambda s: not s["connections"])
+    assert st["connections"] == [], h.fmt_stat(st)
+    h.assert_accelerated(st, clients=1)
+    lo = [d for d in rundir.dev(as_json=True)["devices"] if d["name"] == "loopback"][0]
+    assert lo["link_groups"] == 0 and lo["connections"] == 0 and lo["xfer_bytes"] > 0, lo
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_stat_counts_exited_processes_and_reset(rundir, procs, scripts):
+    # Three server/client generations, each stopped before the next.
+    for gen in range(3):
+        server, _ = echo_pair(procs, rundir, scripts, conns=2, name="gen%d" % gen)
+        server.stop()
+        st = rundir.stat()
+        check_stat_json(st, rundir)
+        h.assert_accelerated(st, clients=2 * (gen + 1))
+    assert rundir.stat()["connections"] == []
+
+    assert rundir.reset().strip() == "counters reset"
+    st = rundir.stat()
+    check_stat_json(st, rundir)
+    assert zeroed(st), h.fmt_stat(st)
+
+    # Counting starts again from zero.
+    server, _ = echo_pair(procs, rundir, scripts, conns=3, name="after-reset")
+    st = rundir.settle(h.accel_pred(3))
+    h.assert_accelerated(st, clients=3)
+
+    # --json --reset prints the zeroed counters.
+    r = rundir.cli("stat", "--json", "--reset")
+    import json
+    st = json.loads(r.stdout)
+    check_stat_json(st, rundir)
+    assert zeroed(st), h.fmt_stat(st)
+    server.stop()
+
+
+def harmless_lib():
+    for pat in ("/lib/*/libm.so.6", "/usr/lib/*/libm.so.6", "/lib64/libm.so.6"):
+        found = sorted(glob.glob(pat))
+        if found:
+            return os.path.realpath(found[0])
+    pytest.skip("no libm.so.6 to preload")
+
+
+@pytest.mark.timeout(60, method="signal")
+def test_run_keeps_existing_ld_preload(rundir, procs):
+    libm = harmless_lib()
+    lib = os.path.realpath(h.LIB)
+    p = procs.run("sh", ["sh", "-c", 'echo "$LD_PRELOAD"'], rundir.env(LD_PRELOAD=libm))
+    entries = re.split(r"[: ]", p.text().strip())
+    assert entries == [lib, libm], p.text()
+    # Already preloaded: not added twice.
+    p = procs.run("sh", ["sh", "-c", 'echo "$LD_PRELOAD"'],
+                  rundir.env(LD_PRELOAD="%s:%s" % (lib, libm)))
+    assert re.split(r"[: ]", p.text().strip()) == [lib, libm], p.text()
+    # Nothing set before: just the library.
+    p = procs.run("sh", ["sh", "-c", 'echo "$LD_PRELOAD"'], rundir.env())
+    assert p.text().strip() == lib
+    # A command that does not exist: 127, like a shell.
+    p = procs.run("missing", ["/nonexistent/command"], rundir.env(), check=False)
+    assert p.popen.returncode == 127
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_run_through_sh_wrappers_and_forked_children(rundir, procs, scripts):
+    """The server is a child of a shell and serves each connection from a
+    forked child; the client is a child of a shell too."""
+    server, port = h.start_server(
+        procs, "sh-fork-server",
+        lambda p: ["sh", "-c", '"$0" "$1" 127.0.0.1 "$2"; echo server ended',
+                   h.PY, scripts["fork_echo_server"], p],
+        rundir.env(debug=True))
+    p = procs.run("sh-client", ["sh", "-c", '"$0" "$@" && echo client done',
+                                h.PY, scripts["async_echo_client"], "127.0.0.1", port,
+                                3, 60, 131072, 13],
+                  rundir.env(), timeout=60)
+    assert p.text().startswith("OK conns=3 msgs=180 ") and "client done" in p.text(), p.diag()
+    st = rundir.settle(h.accel_pred(3))
+    h.assert_accelerated(st, clients=3, diag=server.diag())
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_debug_says_why(rundir, procs, scripts, tmp_path):
+    server, port = h.start_server(
+        procs, "echo-server",
+        lambda p: [h.PY, scripts["async_echo_server"], "127.0.0.1", p],
+        rundir.env(debug=True))
+    accel = re.compile(r"usmc\[\d+\]: connect 127\.0\.0\.1:\d+ -> 127\.0\.0\.1:%d: SMC-D" % port)
+
+    # USMC_DEBUG=1 and `usmc run -d` both report an accelerated connection.
+    p = procs.run("client-debug-env", [h.PY, scripts["async_echo_client"], "127.0.0.1", port,
+                                       1, 5, 1024, 1], rundir.env(debug=True))
+    assert accel.search(p.stderr().decode()), p.diag()
+    p = procs.run("client-debug-flag", [str(h.USMC), "run", "-d", "--", h.PY,
+                                        scripts["async_echo_client"], "127.0.0.1", port,
+                                        1, 5, 1024, 1], rundir.env(), usmc=False)
+    assert accel.search(p.stderr().decode()), p.diag()
+    assert re.search(rb"accept 127\.0\.0\.1:%d <- 127\.0\.0\.1:\d+: SMC-D" % port,
+                     server.stderr()), server.diag()
+    # Without it the library says nothing.
+    p = procs.run("client-quiet", [h.PY, scripts["async_echo_client"], "127.0.0.1", port,
+                                   1, 5, 1024, 1], rundir.env())
+    assert b"usmc[" not in p.stderr(), p.diag()
+
+    # A plain server: the client says why it stayed on TCP.
+    rec = tmp_path / "rec.bin"
+    plain, pport = h.start_server(
+        procs, "recorder", lambda q: [h.PY, scripts["recorder"], "127.0.0.1", q, rec, "raw"],
+        rundir.env(), usmc=False)
+    p = procs.run("client-to-plain", [h.PY, "-c",
+                                      "import socket,sys; s=socket.create_connection(("
+                                      "'127.0.0.1', int(sys.argv[1]))); s.sendall(b'x'); "
+                                      "s.shutdown(1); s.recv(10)", pport],
+                  rundir.env(debug=True))
+    assert re.search(r"connect 127\.0\.0\.1:\d+ -> 127\.0\.0\.1:%d: TCP \(peer_not_usmc" % pport,
+                     p.stderr().decode()), p.diag()
+
+    # --tcp (USMC_DISABLE): tracked, never accelerated, reason "disabled".
+    before = rundir.stat()
+    p = procs.run("client-tcp", [str(h.USMC), "run", "--tcp", "-d", "--", h.PY,
+                                 scripts["async_echo_client"], "127.0.0.1", port, 1, 5, 1024, 1],
+                  rundir.env(), usmc=False)
+    assert re.search(r"TCP \(disabled", p.stderr().decode()), p.diag()
+    st = rundir.settle(lambda s: s["tcp_fallback"].get("disabled", 0) >= 1)
+    assert st["tcp_fallback"].get("disabled") == 1, h.fmt_stat(st)
+    assert st["smc_client"] == before["smc_client"], h.fmt_stat(st)

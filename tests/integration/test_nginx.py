@@ -1,0 +1,149 @@
+"""nginx (master + 2 epoll workers) serving static files, with sendfile on
+and off; wrk and curl as clients.  Both ends under `usmc run`: every
+connection must use shared memory and every download must be byte-exact."""
+import hashlib
+import re
+
+import pytest
+
+from . import helpers as h
+
+BIG = 50 * 1000 * 1000
+
+
+@pytest.fixture(scope="module")
+def www(tmp_path_factory):
+    """Static files: a 50 MB random file, a small page, their sha256."""
+    d = tmp_path_factory.mktemp("www")
+    big = h.random_bytes(BIG, seed=50)
+    (d / "big.bin").write_bytes(big)
+    (d / "index.html").write_bytes(b"<html>usmc</html>\n" * 20)
+    return {"dir": d, "big_sha": hashlib.sha256(big).hexdigest(),
+            "index": (d / "index.html").read_bytes()}
+
+
+NGINX_CONF = """\
+daemon off;
+master_process on;
+user root;
+worker_processes 2;
+pid {tmp}/nginx.pid;
+error_log stderr info;
+events {{ use epoll; worker_connections 512; }}
+http {{
+    access_log {tmp}/access.log;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    default_type application/octet-stream;
+    sendfile {sendfile};
+    keepalive_timeout 30;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def start_nginx(procs, rundir, tmp_path, root, sendfile="on", usmc=True):
+    conf_dir = tmp_path / "nginx"
+    conf_dir.mkdir(exist_ok=True)
+
+    def argv(port):
+        conf = conf_dir / ("nginx-%d.conf" % port)
+        conf.write_text(NGINX_CONF.format(tmp=conf_dir, sendfile=sendfile, port=port,
+                                          root=root))
+        return ["nginx", "-c", conf, "-p", conf_dir, "-e", "stderr"]
+
+    return h.start_server(procs, "nginx", argv, rundir.env(debug=usmc), usmc=usmc)
+
+
+def curl(procs, rundir, args, usmc=True, name="curl", timeout=60):
+    return procs.run(name, ["curl", "-sS", "--fail", *args], rundir.env(debug=True),
+                     usmc=usmc, timeout=timeout)
+
+
+def sha256_file(path):
+    d = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            d.update(block)
+    return d.hexdigest()
+
+
+def parse_wrk(text):
+    m = re.search(r"(\d+) requests in", text)
+    assert m, text
+    return int(m.group(1))
+
+
+@pytest.mark.timeout(180, method="signal")
+@pytest.mark.parametrize("sendfile", ["on", "off"])
+def test_nginx_curl_big_file(rundir, procs, tmp_path, www, sendfile):
+    server, port = start_nginx(procs, rundir, tmp_path, www["dir"], sendfile)
+    out = tmp_path / "big.out"
+    curl(procs, rundir, ["-o", out, "http://127.0.0.1:%d/big.bin" % port])
+    assert out.stat().st_size == BIG
+    assert sha256_file(out) == www["big_sha"]
+    st = rundir.settle(h.accel_pred(1))
+    h.assert_accelerated(st, clients=1, diag=server.diag())
+    assert st["tx_bytes"] >= BIG
+
+
+@pytest.mark.timeout(180, method="signal")
+@pytest.mark.parametrize("sendfile", ["on", "off"])
+def test_nginx_keepalive_and_close(rundir, procs, tmp_path, www, sendfile):
+    server, port = start_nginx(procs, rundir, tmp_path, www["dir"], sendfile)
+    url = "http://127.0.0.1:%d/index.html" % port
+    big = "http://127.0.0.1:%d/big.bin" % port
+
+    # Keep-alive: three requests (one of them the big file) on one connection.
+    outs = [tmp_path / ("ka%d.out" % i) for i in range(3)]
+    curl(procs, rundir, ["-o", outs[0], url, "-o", outs[1], big, "-o", outs[2], url])
+    assert outs[0].read_bytes() == www["index"] and outs[2].read_bytes() == www["index"]
+    assert sha256_file(outs[1]) == www["big_sha"]
+    st = rundir.settle(h.accel_pred(1))
+    h.assert_accelerated(st, clients=1, diag=server.diag())
+
+    # Connection: close: three requests, three connections.
+    outs = [tmp_path / ("cl%d.out" % i) for i in range(3)]
+    curl(procs, rundir, ["-H", "Connection: close", "-o", outs[0], url, "-o", outs[1], url,
+                         "-o", outs[2], url])
+    assert all(o.read_bytes() == www["index"] for o in outs)
+    st = rundir.settle(h.accel_pred(4))
+    h.assert_accelerated(st, clients=4, diag=server.diag())
+
+
+@pytest.mark.timeout(180, method="signal")
+@pytest.mark.parametrize("sendfile", ["on", "off"])
+def test_nginx_wrk_keepalive(rundir, procs, tmp_path, www, sendfile):
+    server, port = start_nginx(procs, rundir, tmp_path, www["dir"], sendfile)
+    p = procs.run("wrk", ["wrk", "-t2", "-c10", "-d2s",
+                          "http://127.0.0.1:%d/index.html" % port], rundir.env(), timeout=60)
+    text = p.text()
+    n = parse_wrk(text)
+    assert n > 0, text
+    assert "Socket errors" not in text, "wrk saw socket errors:\n" + text
+    assert "Non-2xx" not in text, text
+    # wrk opens exactly -c connections and keeps them alive.
+    st = rundir.settle(h.accel_pred(10))
+    h.assert_accelerated(st, clients=10, diag=text + "\n" + server.diag())
+
+
+@pytest.mark.timeout(180, method="signal")
+def test_nginx_wrk_connection_close(rundir, procs, tmp_path, www):
+    server, port = start_nginx(procs, rundir, tmp_path, www["dir"], "on")
+    p = procs.run("wrk", ["wrk", "-t2", "-c10", "-d2s", "-H", "Connection: close",
+                          "http://127.0.0.1:%d/index.html" % port], rundir.env(), timeout=60)
+    text = p.text()
+    n = parse_wrk(text)
+    assert n > 0, text
+    assert "Socket errors" not in text, "wrk saw socket errors:\n" + text
+    assert "Non-2xx" not in text, text
+    # One connection per request (plus those cut by the end of the run).
+    st = rundir.settle(h.accel_pred(n))
+    h.assert_accelerated(st, min_clients=n, diag=text + "\n" + server.diag())
