@@ -55,6 +55,19 @@ static const char *role_name(const struct usmc_sock *sk)
 	return sk->role == 'C' ? "connect" : "accept";
 }
 
+/* A TCP-mode connect that was in progress: count it once it connected. */
+void usmc_sock_count_late(struct usmc_sock *sk, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!(atomic_fetch_and(&sk->sh->flags, ~SKF_COUNT_LATER) & SKF_COUNT_LATER))
+		return;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len))
+		return;		/* never connected */
+	usmc_sock_set_tcp(sk, (int)LOAD_RELAXED(&sk->sh->reason));
+}
+
 void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
 {
 	char a[64], b[64];
@@ -63,9 +76,9 @@ void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
 	if (sk->st)
 		STORE_RELAXED(&sk->st->reason, (uint8_t)reason);
 	sk_set_mode(sk, USMC_MODE_TCP);
-	if (reason == USMC_R_NONE)
-		return;		/* not a connection (connect failed): nothing to count */
-	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
+	if (reason == USMC_R_NONE || sk_flag(sk, SKF_COUNT_LATER))
+		return;		/* not a connection (yet): nothing to count */
+	if (!(atomic_fetch_or(&sk->sh->flags, SKF_FB_COUNTED) & SKF_FB_COUNTED)) {
 		STAT_INC(tcp_conns);
 		STAT_INC(fallback[reason]);
 	}
@@ -188,14 +201,15 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	struct sockaddr_storage ss;
 	struct usmc_clc_prop prop;
 	socklen_t sslen = sizeof(ss);
-	struct usmc_lgr *l;
+	struct usmc_lgr *l = NULL;
 	uint32_t slot, gen;
-	int reason, rc, err;
+	int reason, rc, err, cslot = -1;
 
 	if (sk->kind != SK_TCP || usmc_addr_from_sa(&sk->peer, sa, len))
 		return real.connect(fd, sa, len);
 	sk->kind = SK_CONN;
 	sk->role = 'C';
+	usmc_stats_attach();
 
 	reason = client_match(&sk->peer, &ln);
 	if (!reason)
@@ -204,10 +218,15 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
+	/* Announced before the SYN: a server that must decide first waits
+	 * for our proposal instead of missing it (clc.c, wait_connecting). */
+	cslot = reason ? -1 : usmc_clc_connect_begin(ln, l->id);
 	rc = real.connect(fd, sa, len);
 	err = rc ? errno : 0;
 	if (rc && err != EINPROGRESS) {
 		/* Refused, unreachable, interrupted: not a connection (yet). */
+		if (ln)
+			usmc_clc_connect_end(ln, cslot);
 		usmc_clc_ln_put(ln);
 		conn_unbind_slot(sk, false);
 		if (err == EINTR) {
@@ -240,10 +259,15 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.client = sk->local;
 		reason = usmc_clc_propose(ln, &prop);
 	}
+	if (ln)
+		usmc_clc_connect_end(ln, cslot);
 	usmc_conn_stats_open(sk, fd);
 	if (reason) {
 		usmc_clc_ln_put(ln);
 		conn_unbind_slot(sk, false);
+		/* In progress: not a connection until it connects; count then. */
+		if (rc)
+			sk_set_flag(sk, SKF_COUNT_LATER);
 		usmc_sock_set_tcp(sk, reason);
 		errno = err;
 		return rc;
@@ -251,6 +275,12 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->ln = ln;
 	sk_set_flag(sk, SKF_WAKE_SEND | (rc ? SKF_CONNECTING : 0));
 	sk_set_mode(sk, USMC_MODE_PROPOSED);
+	/* From here our bytes go through shared memory: count the endpoint
+	 * now (a client may never look at the answer before it exits). */
+	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
+		STAT_INC(smc_conns);
+		STAT_INC(smc_client);
+	}
 	usmc_dbg(2, "connect fd %d: proposal posted (link group %016llx slot %u gen %u)",
 		 fd, (unsigned long long)sk->lgr->id, sk->slot, sk->gen);
 	if (!rc)
@@ -386,7 +416,8 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
 		sk->local = srv;
 	/* The control block must describe exactly this connection. */
-	if (LOAD_ACQUIRE(&c->c.gen) != p->gen || LOAD_RELAXED(&c->c.state) != SLOT_BUSY ||
+	/* (A client that already closed left the slot draining: still ours.) */
+	if (LOAD_ACQUIRE(&c->c.gen) != p->gen || LOAD_RELAXED(&c->c.state) == SLOT_FREE ||
 	    !usmc_addr_ip_eq(&c->c.client, &sk->peer) || c->c.client.port != sk->peer.port ||
 	    !usmc_addr_ip_eq(&c->c.server, &sk->local) || c->c.server.port != sk->local.port) {
 		STAT_INC(handshake_errors);
@@ -468,6 +499,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	if (!sk)
 		return nfd;	/* untracked: plain TCP, still correct */
 	sk->role = 'S';
+	usmc_stats_attach();
 	usmc_addr_from_sa(&sk->peer, (struct sockaddr *)&ss, sslen);
 	sk->local = lsk->bound;
 	if (flags & SOCK_NONBLOCK)
@@ -479,9 +511,9 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);
-		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, false);
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);
 		if (reason == USMC_CLC_PENDING) {
-			/* Usually: the client is still between connect() and its
+			/* Rarely: the client is still between connect() and its
 			 * proposal.  Decide when the application acts. */
 			sk_set_mode(sk, USMC_MODE_UNDECIDED);
 		} else {
@@ -511,7 +543,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
 		goto out;
-	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide);
+	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide ? CLC_DECIDE : CLC_PEEK);
 	if (reason == USMC_CLC_PENDING) {
 		/* No proposal: TCP bytes or EOF from a client that is not usmc
 		 * (or proposed too late) settle it; nothing settles nothing. */
@@ -519,7 +551,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			goto out;
-		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, true);
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
 	}
 	server_settle(sk, fd, reason, &prop);
 	if (sk->st) {
@@ -580,6 +612,16 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 	pthread_mutex_unlock(&sk->lock);
 }
 
+void usmc_sock_check_reset(struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+
+	if ((m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED) || !sk->rx_p)
+		return;
+	if ((LOAD_ACQUIRE(&sk->rx_p->flags) | LOAD_ACQUIRE(&sk->tx_c->flags)) & CDC_F_ABORT)
+		usmc_sock_abort(sk, USMC_A_PEER_RESET);
+}
+
 void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 {
 	if (atomic_fetch_or(&sk->sh->flags, SKF_ABORTED) & SKF_ABORTED)
@@ -603,20 +645,27 @@ void usmc_conn_release(struct usmc_sock *sk)
 {
 	uint32_t mode;
 
-	/* Undecided at close: a waiting proposal is accepted, so the client
-	 * sees an orderly SMC close rather than a vanished peer. */
+	/* Undecided at close: closing is acting, so decide; a usmc client's
+	 * proposal (waited for if in flight) is accepted, and the client sees
+	 * an orderly SMC close rather than a vanished peer. */
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
-		usmc_server_resolve_quick(sk, sk->fd0);
+		usmc_server_resolve(sk, sk->fd0, true);
 	mode = sk_mode(sk);
 
+	if (sk_flag(sk, SKF_COUNT_LATER))
+		usmc_sock_count_late(sk, sk->fd0);
 	if (sk->ln && sk->tcp_marked)
 		usmc_clc_release_tcp(sk->ln, &sk->peer);
 	if (sk->lgr) {
 		bool attached = true;
 
+		/* A proposed client leaves its proposal: the server may still
+		 * match it and read the bytes we queued (then see our close). */
 		usmc_conn_close_protocol(sk);
-		if (sk->role == 'C' && mode == USMC_MODE_PROPOSED)
-			attached = !usmc_clc_withdraw(sk->ln, &sk->local);
+		/* The server never leaves the client's wake byte unread: a TCP
+		 * close with unread bytes would send an RST. */
+		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE))
+			usmc_tcp_skip_wake(sk, sk->fd0, true);
 		if (sk->role == 'C' && mode == USMC_MODE_MIGRATING)
 			attached = false;	/* the server declined and let go */
 		if (sk->role == 'S')

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_clc_entry) != 64);
@@ -282,6 +283,90 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 	return 0;
 }
 
+int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id)
+{
+	unsigned int start = (unsigned int)(usmc_mix64(lgr_id) % USMC_CLC_CONNECTING), k;
+
+	for (k = 0; k < USMC_CLC_CONNECTING; k++) {
+		unsigned int i = (start + k) % USMC_CLC_CONNECTING;
+		uint64_t zero = 0;
+
+		/* Seq-cst: visible before our SYN can reach the server. */
+		if (atomic_compare_exchange_strong(&ln->idx->connecting[i], &zero, lgr_id))
+			return (int)i;
+	}
+	return -1;
+}
+
+void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot)
+{
+	/* Release: our proposal (or our giving up) happened before. */
+	if (slot >= 0)
+		STORE_RELEASE(&ln->idx->connecting[slot], 0);
+}
+
+static bool lgr_owner_alive(uint64_t lgr_id)
+{
+	char name[64];
+	bool alive;
+	int fd;
+
+	snprintf(name, sizeof(name), "lg-%016llx/mem", (unsigned long long)lgr_id);
+	fd = usmc_rundir_open(name, O_RDONLY, 0);
+	if (fd < 0)
+		return fd != -ENOENT;
+	alive = usmc_lock_held(fd, 0);
+	usmc_ifd_close(fd);
+	return alive;
+}
+
+/*
+ * Before deciding TCP for lack of a proposal: wait until no usmc client is
+ * between connect() and its proposal (or ours appears).  A client announces
+ * itself before its SYN, so once none is in flight, the client of this
+ * connection, if it is a usmc client at all, has posted.  Normally that is
+ * microseconds; announcements of dead processes are cleared.  The limit only
+ * guards against a client stopped in that window: deciding TCP then makes
+ * its proposal fail its CAS (server_accepted_first), so both ends still
+ * agree.  Returns false when the limit passed with clients still in flight.
+ */
+static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, uint64_t h,
+			    uint64_t limit_ns)
+{
+	uint64_t start = 0, last_check = 0, now;
+	unsigned int i;
+
+	for (;;) {
+		if (LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED))
+			return true;
+		bool busy = false;
+
+		for (i = 0; i < USMC_CLC_CONNECTING; i++)
+			if (LOAD_ACQUIRE(&ln->idx->connecting[i]))
+				busy = true;
+		if (!busy)
+			return true;
+		now = usmc_now_ns();
+		if (!start)
+			start = last_check = now;
+		if (now - start > limit_ns)
+			return false;
+		if (now - last_check > 200000) {
+			last_check = now;
+			for (i = 0; i < USMC_CLC_CONNECTING; i++) {
+				uint64_t id = LOAD_ACQUIRE(&ln->idx->connecting[i]);
+
+				if (id && !lgr_owner_alive(id))
+					atomic_compare_exchange_strong(&ln->idx->connecting[i], &id, 0);
+			}
+		}
+		if (now - start > 20000)
+			sched_yield();
+		else
+			cpu_relax();
+	}
+}
+
 bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
 	uint64_t h = tuple_hash(client);
@@ -328,15 +413,17 @@ static bool entry_owner_alive(const struct usmc_clc_entry *e)
 }
 
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
-		   struct usmc_clc_prop *p, bool decide)
+		   struct usmc_clc_prop *p, int how)
 {
+	bool decide = how == CLC_DECIDE;
 	uint64_t h = tuple_hash(client), w;
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
-	bool cleaned = false;
+	bool cleaned = false, waited = false;
 
 	/* Unbacked page: nobody proposed here (a client backs it first). */
 	if (!entry_backed(ln, e))
 		return decide ? USMC_R_MEM : USMC_CLC_PENDING;
+	(void)decide;
 	for (;;) {
 		w = LOAD_ACQUIRE(&e->word);
 		if (w == CLC_WORD(h, CLC_PROPOSED)) {
@@ -356,6 +443,18 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 			return 0;
 		}
 		if (w == 0 || w == CLC_WORD(h, CLC_CLAIM)) {
+			if (how == CLC_PEEK)
+				return USMC_CLC_PENDING;
+			if (!waited) {
+				/* At accept: a short look (the client of this
+				 * connection is usually microseconds from posting);
+				 * when acting: long enough for any live client. */
+				waited = true;
+				if (!wait_connecting(ln, e, h, decide ? CLC_DECIDE_WAIT_NS :
+							  CLC_ACCEPT_WAIT_NS) && !decide)
+					return USMC_CLC_PENDING;
+				continue;
+			}
 			if (!decide)
 				return USMC_CLC_PENDING;
 			if (atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_TCP)))

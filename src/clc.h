@@ -63,6 +63,8 @@ struct usmc_clc_entry {
 	uint32_t pid;
 } __cacheline;
 
+#define USMC_CLC_CONNECTING	64
+
 struct usmc_clc_index {
 	uint64_t magic;
 	uint32_t version;
@@ -70,7 +72,11 @@ struct usmc_clc_index {
 	uint64_t id;
 	_Atomic uint32_t closed;	/* listener closed gracefully */
 	uint32_t __pad;
-	uint8_t __hdr_pad[4096 - 32];
+	/* Clients between connect() and their proposal: the link group id of
+	 * each (0 = free).  A server that must decide TCP first waits until
+	 * none is in flight, so a usmc client's proposal is never missed. */
+	_Atomic uint64_t connecting[USMC_CLC_CONNECTING];
+	uint8_t __hdr_pad[4096 - 32 - 8 * USMC_CLC_CONNECTING];
 	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
 };
 
@@ -107,6 +113,10 @@ struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln);
 int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out);
 void usmc_clc_ln_put(struct usmc_clc_ln *ln);
 
+/* Client: announce a connect() in flight (returns a slot or -1), and its end. */
+int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id);
+void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot);
+
 /* Client: post a proposal for 4-tuple key `client`.  0 or a reason. */
 int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p);
 /* Client: take a proposal back; true when the server had not matched it. */
@@ -115,11 +125,21 @@ bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 /* Returned by usmc_clc_match() while no decision is possible yet. */
 #define USMC_CLC_PENDING	(-1)
 
+/* How hard usmc_clc_match() tries before answering "no proposal yet". */
+enum {
+	CLC_PEEK,	/* look once */
+	CLC_ACCEPT,	/* accept(): wait briefly for clients in flight */
+	CLC_DECIDE,	/* the application acts: decide (TCP unless a proposal) */
+};
+#define CLC_ACCEPT_WAIT_NS	30000ULL
+#define CLC_DECIDE_WAIT_NS	5000000ULL
+
 /* Server: 0 with *p filled (the server must answer in the control block);
- * USMC_CLC_PENDING when there is no proposal yet and !decide; otherwise a
- * reason (TCP: the tuple is marked TCP(h) unless the reason is index_busy). */
+ * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE);
+ * otherwise a reason (TCP: the tuple is marked TCP(h) unless the reason is
+ * index_busy). */
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
-		   struct usmc_clc_prop *p, bool decide);
+		   struct usmc_clc_prop *p, int how);
 /* Server: is there a complete proposal for this 4-tuple?  (one load) */
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 /* Server, when a TCP-mode accepted connection closes. */

@@ -29,6 +29,7 @@
 #include "sys.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -809,7 +810,8 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	} snap[EP_SPIN_MAX];
 	uint64_t budget, t0, now, lastk;
 	struct usmc_epreg *r;
-	int i, k = 0, n = 0;
+	int i, k = 0, n = 0, cpu;
+	bool peer_here = false;
 
 	*hit = false;
 	if (!ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
@@ -819,7 +821,18 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	if (!budget)
 		return 0;
 	/* Spin without ep_lock (other threads' epoll calls go on): on a
-	 * snapshot of the sockets, each pinned by a reference. */
+	 * snapshot of the sockets, each pinned by a reference.  Not when a
+	 * peer runs on our CPU: it could not make progress while we spin. */
+	cpu = sched_getcpu();
+	for (r = ep->regs; r; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		usmc_publish_cpu(r->sk, cpu);
+		if (usmc_peer_on_cpu(r->sk, cpu))
+			peer_here = true;
+	}
+	if (peer_here)
+		return 0;
 	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
 		if (!r->translated || r->disabled)
 			continue;

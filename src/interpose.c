@@ -78,6 +78,8 @@ static void tcp_count(struct usmc_sock *sk, ssize_t n, bool tx)
 {
 	if (n <= 0)
 		return;
+	if (unlikely(sk_flag(sk, SKF_COUNT_LATER)))
+		usmc_sock_count_late(sk, sk->fd0);
 	if (tx)
 		STAT_ADD(tcp_tx_bytes, n);
 	else
@@ -484,6 +486,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct usmc_sock *sk;
+	bool smc;
 	int err;
 
 	ENSURE_REAL(getsockopt);
@@ -493,12 +496,16 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (!sk)
 		return real.getsockopt(fd, level, name, val, len);
 	usmc_sock_refresh(sk, fd);
+	usmc_sock_check_reset(sk);
 	err = atomic_exchange(&sk->sh->so_error, 0);
 	if (!err && sk_flag(sk, SKF_ABORTED) &&
 	    !(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN))
 		err = ECONNRESET;
+	smc = sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED;
 	usmc_sock_put(sk);
-	if (!err)
+	/* On shared memory the TCP socket's own errors are not the
+	 * connection's: only what we emulate is reported. */
+	if (!err && !smc)
 		return real.getsockopt(fd, level, name, val, len);
 	*(int *)val = err;
 	*len = sizeof(int);
@@ -532,9 +539,29 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 /* Receive into iov on a tracked socket; USMC_PASS when it is plain TCP. */
 static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
-	if (!sk_is_smc_path(sk))
+	if (!sk_is_smc_path(sk)) {
+		/* A server that declined late: the client's CLC wake byte is
+		 * not the application's. */
+		if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_PEEK)) {
+			int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
+						    sk_flag(sk, SKF_NONBLOCK));
+
+			if (rc)
+				return rc;
+		}
 		return USMC_PASS;
+	}
 	return usmc_rx(sk, fd, iov, cnt, flags);
+}
+
+static bool iov_empty(const struct iovec *iov, int cnt)
+{
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		if (iov[i].iov_len)
+			return false;
+	return true;
 }
 
 static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
@@ -554,7 +581,8 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.read(fd, buf, n);
-	r = sk_rx(sk, fd, &v, 1, 0);
+	/* read(2) of nothing returns 0 at once (recv(2) would wait). */
+	r = n ? sk_rx(sk, fd, &v, 1, 0) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.read(fd, buf, n);
 		tcp_count(sk, r, false);
@@ -595,7 +623,8 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.readv(fd, iov, cnt);
-	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL : sk_rx(sk, fd, iov, cnt, 0);
+	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL :
+	    iov_empty(iov, cnt) ? USMC_PASS : sk_rx(sk, fd, iov, cnt, 0);
 	if (r == USMC_PASS) {
 		r = real.readv(fd, iov, cnt);
 		tcp_count(sk, r, false);
@@ -1067,12 +1096,19 @@ static void atfork_child(void)
 	usmc_stats_after_fork();
 }
 
-static void exit_listener(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+static void exit_sock(int fd, struct usmc_sock *sk, void *arg __unused)
 {
 	/* The last holder of a listener leaves: unregister it now rather
 	 * than leaving it to garbage collection. */
 	if (sk->kind == SK_LISTEN && LOAD_RELAXED(&sk->sh->refs) == 1)
 		usmc_listen_release(sk);
+	/* Settle what the counters say about connections we never looked
+	 * at again (a client that wrote, shut down and exited). */
+	if (sk->kind == SK_CONN) {
+		usmc_sock_refresh(sk, fd);
+		if (sk_flag(sk, SKF_COUNT_LATER))
+			usmc_sock_count_late(sk, fd);
+	}
 }
 
 __attribute__((constructor)) static void usmc_init(void)
@@ -1085,7 +1121,7 @@ __attribute__((constructor)) static void usmc_init(void)
 
 __attribute__((destructor)) static void usmc_fini(void)
 {
-	usmc_fd_foreach(exit_listener, NULL);
+	usmc_fd_foreach(exit_sock, NULL);
 	usmc_lgr_exit();
 	usmc_stats_detach();
 }

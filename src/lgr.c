@@ -8,6 +8,7 @@
  * forked children that still hold an inherited connection can release
  * their slot without any lock.
  */
+#include "clc.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -76,12 +77,22 @@ static void lgr_free(struct usmc_lgr *l)
 static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t gen)
 {
 	uint64_t ans = LOAD_ACQUIRE(&c->s.answer);
+	struct usmc_clc_ln *ln;
 
 	if (LOAD_ACQUIRE(&c->s.released_gen) == gen)
 		return true;
-	if (CDC_ANS_GEN(ans) == gen && CDC_ANS_KIND(ans) == CDC_ANS_DECLINE)
+	if (CDC_ANS_GEN(ans) == gen) {
+		if (CDC_ANS_KIND(ans) == CDC_ANS_DECLINE)
+			return true;
+		return !l->dev->lgr_peer_alive(l);
+	}
+	/* Not answered: the server may still match the proposal and read
+	 * what we queued (a closed client's last bytes), so the slot waits
+	 * for the answer, unless the listener is gone. */
+	if (usmc_clc_ln_get(l->ln_id, &ln))
 		return true;
-	return !l->dev->lgr_peer_alive(l);
+	usmc_clc_ln_put(ln);
+	return false;
 }
 
 /* Claim a slot in l; returns the slot or -1.  Caller holds a ref on l. */

@@ -60,7 +60,16 @@ static int rx_empty_state(struct usmc_sock *sk)
 			return -ECONNRESET;
 		return 0;
 	}
-	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
+	if (pf & CDC_F_DONE) {
+		uint64_t head, prod;
+
+		/* DONE is stored after the last prod (release); our first look at
+		 * prod may predate both: look again before calling it EOF. */
+		if (usmc_rx_view(sk, &head, &prod) && prod != head)
+			return 1;
+		return 0;
+	}
+	if (f & SKF_SHUT_RD)
 		return 0;
 	if (f & SKF_TCP_EOF) {
 		/* The peer's TCP socket is gone without a usmc close: it died.
@@ -81,7 +90,7 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 {
 	struct iov_wcursor ic = { iov, iovcnt, 0 };
 	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK);
-	bool peek = flags & MSG_PEEK, waitall = (flags & MSG_WAITALL) && !peek;
+	bool peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL;
 	size_t total = 0, done = 0;
 	int timeout = -1, rc, i;
 
@@ -119,14 +128,12 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			return rc;
 		return USMC_PASS;
 	}
-	if (!total)
-		return 0;
-
 	rc = usmc_family_lock(&sk->sh->rx_lock);
 	if (rc)
 		return rc;
 	for (;;) {
 		uint64_t head, prod;	/* prod pairs with the writer's release */
+		size_t avail;
 
 		if (unlikely(!usmc_rx_view(sk, &head, &prod)))
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
@@ -134,8 +141,11 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		 * error; a corrupted ring is never read again. */
 		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
 			prod = head;
-		if (prod != head) {
-			size_t n = MIN((size_t)(prod - head), total - done);
+		avail = (size_t)(prod - head);
+		/* MSG_PEEK|MSG_WAITALL waits for the whole length, as TCP does;
+		 * a zero-length read waits for data like any other read. */
+		if (avail && (!peek || !waitall || avail >= total - done || !total)) {
+			size_t n = MIN(avail, total - done);
 
 			ring_to_iov(&ic, sk->rx_ring, sk->size, head, n);
 			if (unlikely(usmc_guard_poisoned(sk->lgr->guard))) {
@@ -144,7 +154,7 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 				continue;
 			}
 			done += n;
-			if (peek)
+			if (peek || !total)
 				break;
 			/* Release: our copy-out finished before the writer may reuse it. */
 			STORE_RELEASE(&sk->rx_c->cons, head + n);
@@ -154,7 +164,15 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			continue;
 		}
 		rc = rx_empty_state(sk);
+		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head)
+			continue;	/* the last bytes landed just before DONE */
 		if (rc <= 0) {
+			if (avail && peek) {
+				/* EOF or reset behind a short peek: show what is there. */
+				ring_to_iov(&ic, sk->rx_ring, sk->size, head, avail);
+				done = avail;
+				break;
+			}
 			if (done)
 				break;
 			usmc_family_unlock(&sk->sh->rx_lock);
@@ -162,8 +180,13 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		}
 		if (done && !waitall)
 			break;
-		if (nonblock)
+		if (nonblock) {
+			if (!total && !done) {
+				usmc_family_unlock(&sk->sh->rx_lock);
+				return -EAGAIN;
+			}
 			break;
+		}
 		usmc_family_unlock(&sk->sh->rx_lock);
 		if (timeout == -1)
 			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
@@ -182,6 +205,8 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	usmc_family_unlock(&sk->sh->rx_lock);
 	if (unlikely(sk->in_nested))
 		usmc_epoll_sock_changed(sk);
+	if (!total)
+		return 0;
 	if (!done)
 		return -EAGAIN;
 	if (!peek) {
@@ -279,12 +304,15 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 	    f & SKF_SHUT_WR)
 		ev |= POLLOUT | POLLWRNORM;
 	if (f & SKF_TCP_EOF) {
-		/* Peer gone: readable (EOF or error), writable (EPIPE). */
+		/* Peer gone: readable (EOF), writable (the next write fails).
+		 * Gone with our bytes unread is TCP's RST: error and hang-up. */
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM;
 		if (prod != head)
-			ev |= POLLERR;
+			ev |= POLLERR | POLLHUP;
 	}
-	if ((pf & CDC_F_DONE || f & SKF_TCP_EOF) && (f & SKF_SHUT_WR || cf & CDC_F_CLOSED))
+	/* Hang-up, as TCP: both directions shut (their FIN, and our FIN or
+	 * the RST our write to a closed peer drew). */
+	if ((pf & CDC_F_DONE || f & (SKF_TCP_EOF | SKF_SHUT_RD)) && (f & (SKF_SHUT_WR | SKF_RST_SEEN)))
 		ev |= POLLHUP;
 	return ev;
 }

@@ -44,11 +44,13 @@ enum usmc_sock_kind {
 #define SKF_RST_SEEN	0x0010	/* a write hit the closed peer: later writes EPIPE */
 #define SKF_ABORTED	0x0020	/* connection reset; abort reason in sh->abort */
 #define SKF_CONNECTING	0x0040	/* client: TCP connect in progress */
-#define SKF_COUNTED	0x0080	/* smc_conns/fallback already counted */
+#define SKF_COUNTED	0x0080	/* smc_conns already counted */
+#define SKF_FB_COUNTED	0x2000	/* tcp_conns/fallback already counted */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
 #define SKF_WAKE_SEND	0x0800	/* client: send the wake byte once connected */
+#define SKF_COUNT_LATER	0x1000	/* TCP-mode connect in progress: count when connected */
 
 struct usmc_sock_sh {
 	pthread_mutex_t tx_lock;	/* robust, process-shared */
@@ -216,7 +218,10 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide);
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
 /* A reset: mark, count, wake. */
 void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
+/* Has the peer reset the connection?  Then so have we. */
+void usmc_sock_check_reset(struct usmc_sock *sk);
 void usmc_sock_set_tcp(struct usmc_sock *sk, int reason);
+void usmc_sock_count_late(struct usmc_sock *sk, int fd);
 
 /*
  * Returned by data-path calls that did not handle the request because the
@@ -253,6 +258,9 @@ bool usmc_arm(struct usmc_sock *sk, int what);
 /* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
 void usmc_check_tcp(struct usmc_sock *sk, int fd);
 int usmc_sock_timeout(int fd, int optname);
+/* CPU hints in our CDC lines, for the peer's spin decision. */
+void usmc_publish_cpu(struct usmc_sock *sk, int cpu);
+bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu);
 
 /* interpose.c: should an interrupted wait return EINTR (no SA_RESTART
  * handler, or a timeout set) or restart, as the kernel would decide? */

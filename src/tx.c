@@ -286,7 +286,7 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 /* sendfile(2) into a shared-memory connection: read(2) straight into the DMB. */
 ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len)
 {
-	bool nonblock = sk_flag(sk, SKF_NONBLOCK);
+	bool nonblock = sk_flag(sk, SKF_NONBLOCK), eof = false;
 	size_t done = 0;
 	int rc;
 
@@ -340,6 +340,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		}
 		if (r <= 0) {
 			rc = (int)r;
+			eof = !r;
 			break;
 		}
 		if (off)
@@ -358,5 +359,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	}
 	if (rc < 0)
 		return tx_fail(rc, 0);
+	if (eof || !len)
+		return 0;	/* end of the input file */
 	return rc ? rc : -EAGAIN;
 }

@@ -155,21 +155,35 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 	}
 }
 
+void usmc_publish_cpu(struct usmc_sock *sk, int cpu)
+{
+	/* Our CPU, in both of our own lines: a hint for the peer's decision
+	 * to spin (spinning on the CPU the other side needs only delays it). */
+	if (cpu < 0)
+		return;
+	if (LOAD_RELAXED(&sk->rx_c->cpu) != (uint32_t)cpu + 1)
+		STORE_RELAXED(&sk->rx_c->cpu, (uint32_t)cpu + 1);
+	if (LOAD_RELAXED(&sk->tx_p->cpu) != (uint32_t)cpu + 1)
+		STORE_RELAXED(&sk->tx_p->cpu, (uint32_t)cpu + 1);
+}
+
+bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu)
+{
+	return cpu >= 0 && (LOAD_RELAXED(&sk->rx_p->cpu) == (uint32_t)cpu + 1 ||
+			    LOAD_RELAXED(&sk->tx_c->cpu) == (uint32_t)cpu + 1);
+}
+
 static uint32_t spin_budget_ns(struct usmc_sock *sk, int what)
 {
-	const struct usmc_cdc_prod *pp = sk->rx_p;
-	const struct usmc_cdc_cons *pc = sk->tx_c;
-	uint32_t peer_cpu, budget;
-	int cpu;
+	uint32_t budget;
 
+	(void)what;
 	if (usmc_opt.busy_poll_us)
 		return (uint32_t)MIN(usmc_opt.busy_poll_us * 1000L, 1000000000L);
 	if (!usmc_opt.spin_us)
 		return 0;
-	/* The peer's last CPU (its own line, a hint): spinning there starves it. */
-	peer_cpu = what & USMC_WAIT_RX ? LOAD_RELAXED(&pp->cpu) : LOAD_RELAXED(&pc->cpu);
-	cpu = sched_getcpu();
-	if (cpu >= 0 && (uint32_t)cpu + 1 == peer_cpu)
+	/* The peer's last CPU (its own lines, a hint): spinning there starves it. */
+	if (usmc_peer_on_cpu(sk, sched_getcpu()))
 		return 0;
 	budget = sk->sh->spin_ns;
 	if (!budget)
@@ -202,13 +216,7 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	int cpu, n, rc;
 
 	cpu = sched_getcpu();
-	if (cpu >= 0) {
-		/* Our CPU, as a hint for the peer's spin decision (own lines). */
-		if (what & USMC_WAIT_RX)
-			STORE_RELAXED(&sk->rx_c->cpu, (uint32_t)cpu + 1);
-		if (what & USMC_WAIT_TX)
-			STORE_RELAXED(&sk->tx_p->cpu, (uint32_t)cpu + 1);
-	}
+	usmc_publish_cpu(sk, cpu);
 	budget = timeout_ms == 0 ? 0 : spin_budget_ns(sk, what);
 	if (budget) {
 		uint64_t now;
