@@ -265,8 +265,9 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
-def _listening(pid, port):
-    """Is some socket in pid's network namespace listening on port?"""
+def _listen_inodes(pid, port):
+    """Inodes of the sockets listening on port in pid's network namespace."""
+    found = set()
     for name in ("tcp", "tcp6"):
         try:
             lines = Path("/proc/%d/net/%s" % (pid, name)).read_text().splitlines()[1:]
@@ -274,38 +275,53 @@ def _listening(pid, port):
             continue
         for line in lines:
             f = line.split()
-            if len(f) > 3 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                found.add(f[9])
+    return found
 
 
-def wait_listen(proc, port, usmc=True, timeout=15.0, logs=None):
+def _own_sockets(pid):
+    out = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                out.add(link[8:-1])
+    except OSError:
+        pass
+    return out
+
+
+def wait_listen(proc, port, usmc=True, timeout=15.0):
     """Wait until proc listens on port without connecting to it (a probe
     connection would be counted).  For a usmc server also wait for the
     listener's registration (its USMC_DEBUG line), so that the first client
     cannot race it.  Returns False if proc exited first."""
     pat = re.compile(rb"listen \S+:%d: registered for SMC-D" % port)
-    logs = logs or [proc.err]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.alive():
             return False
-        if _listening(proc.pid, port):
+        inodes = _listen_inodes(proc.pid, port)
+        if inodes:
             if not usmc:
+                # Ours, not someone else's on the same port.
+                if inodes & _own_sockets(proc.pid):
+                    return True
+                time.sleep(0.02)
+                continue
+            if pat.search(proc.stderr()):
                 return True
-            for log in logs:
-                try:
-                    if pat.search(Path(log).read_bytes()):
-                        return True
-                except OSError:
-                    pass
         time.sleep(0.02)
     raise AssertionError("%s not listening on %d after %ss\n%s" % (
         proc.name, port, timeout, proc.diag()))
 
 
 def start_server(procs, name, argv_for_port, env, usmc=True, host="127.0.0.1",
-                 tries=4, netns=None, port=None, logs_for=None):
+                 tries=4, netns=None, port=None):
     """Start a server on a free port (retrying if someone took the port in
     between); returns (proc, port).  env must contain USMC_DEBUG=1 for usmc
     servers (readiness is the registration message)."""
@@ -315,8 +331,7 @@ def start_server(procs, name, argv_for_port, env, usmc=True, host="127.0.0.1",
     for _ in range(tries):
         p = port or free_port(host if not netns else "127.0.0.1")
         proc = procs.start(name, argv_for_port(p), env, usmc=usmc, netns=netns)
-        logs = logs_for(proc) if logs_for else None
-        if wait_listen(proc, p, usmc=usmc, logs=logs):
+        if wait_listen(proc, p, usmc=usmc):
             return proc, p
         last = proc
         proc.stop(grace=0.5)
