@@ -52,6 +52,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -175,10 +176,21 @@ def run_program(build, prog, args=(), extra_env=None):
         env = _env(build, rundir, extra_env)
         cmd = ["timeout", "-k", "5", str(LIMIT[build]), "env", f"LD_PRELOAD={_preload(build)}",
                str(BUILDS[build] / "tests" / prog), *args]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                           errors="replace", cwd=str(ROOT))
+        # Own session: whatever the program leaves behind is killed with it.
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, errors="replace", cwd=str(ROOT), start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=LIMIT[build] + 20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            err += "\n[test_unit.py: killed the process group after the time limit]"
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # stragglers (forked helpers)
+        except ProcessLookupError:
+            pass
         stats = _stats(build, env)
-        return Run(build, r.returncode, r.stdout, r.stderr, stats)
+        return Run(build, p.returncode, out, err, stats)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
 
@@ -192,7 +204,7 @@ def check(run, what):
 
 
 # pytest-timeout: a hard stop above the `timeout` of the runs a test makes.
-@pytest.mark.timeout(max(LIMIT.values()) + 60)
+@pytest.mark.timeout(max(LIMIT.values()) + 90)
 @pytest.mark.parametrize("build,prog", _params())
 def test_program(build, prog):
     check(run_program(build, prog), f"{build}/{prog}")
@@ -206,7 +218,7 @@ def semantics_runs(build):
     return tcp, smc
 
 
-@pytest.mark.timeout(2 * max(LIMIT.values()) + 60)
+@pytest.mark.timeout(2 * max(LIMIT.values()) + 120)
 @pytest.mark.parametrize("build", _sem_params())
 def test_semantics_transcript(build):
     """Plain TCP and usmc print the same transcript."""
@@ -218,7 +230,7 @@ def test_semantics_transcript(build):
         pytest.fail(f"transcripts differ:\n{diff}\n--- usmc run ---\n{smc.describe()}")
 
 
-@pytest.mark.timeout(2 * max(LIMIT.values()) + 60)
+@pytest.mark.timeout(2 * max(LIMIT.values()) + 120)
 @pytest.mark.parametrize("build", _sem_params())
 def test_semantics_accelerated(build):
     """The usmc run put every connection on shared memory (checked per

@@ -466,9 +466,7 @@ static void check_fork(void)
 
 	t_pair_smc(&c, &s);
 	ep_add(ep, c, EPOLLIN, 51);
-	pid = fork();
-	if (pid < 0)
-		t_fail("fork: %s", strerror(errno));
+	pid = t_fork_helper();
 	if (pid == 0) {
 		char b[5];
 

@@ -184,15 +184,13 @@ static void check_fork_server(void)
 	int lfd = t_listen(&port), i;
 	pid_t client, kids[FORK_CONNS];
 
-	client = fork();
+	client = t_fork_helper();
 	if (client == 0)
 		fork_client(port);
 	for (i = 0; i < FORK_CONNS; i++) {
 		int fd = t_accept(lfd);
 
-		kids[i] = fork();
-		if (kids[i] < 0)
-			t_fail("fork: %s", strerror(errno));
+		kids[i] = t_fork_helper();
 		if (kids[i] == 0) {
 			char req[32], resp[64];
 			size_t len = 0;
@@ -231,7 +229,7 @@ static void check_prefork(void)
 	pid_t kid;
 
 	t_sync_pair(sv);
-	kid = fork();
+	kid = t_fork_helper();
 	if (kid == 0) {
 		int fd = t_accept(lfd);
 		char b[16];
@@ -270,7 +268,7 @@ static void check_shared_writer(void)
 
 	t_pair_smc(&c, &s);
 	t_sync_pair(sv);
-	kid = fork();
+	kid = t_fork_helper();
 	if (kid == 0) {
 		close(s);
 		close(sv[0]);
@@ -293,7 +291,7 @@ static void check_shared_writer(void)
 	t_wait_child(kid, "writer child");
 	close(c);	/* the last copy: now the peer sees EOF */
 	for (i = 0; i < 20; i++) {
-		char want[32];
+		char want[64];
 
 		snprintf(want, sizeof(want), "parent %02d;child %02d;", i, i);
 		t_read_all(s, buf, strlen(want));
@@ -331,7 +329,7 @@ static void exec_check(bool with_usmc)
 	char b[16];
 
 	t_pair_smc(&c, &s);
-	kid = fork();
+	kid = t_fork_helper();
 	if (kid == 0) {
 		char fdstr[16];
 		char *argv[] = { (char *)"t_fork", (char *)"exec-peer", fdstr, NULL };

@@ -1381,10 +1381,8 @@ static char *slurp(int fd)
 
 static pid_t spawn_side(const struct scenario *sc, char side, int sv[2], int lp[2])
 {
-	pid_t pid = fork();
+	pid_t pid = t_fork_helper();
 
-	if (pid < 0)
-		t_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(lp[0]);
 		close(side == 'S' ? sv[0] : sv[1]);

@@ -472,9 +472,7 @@ int main(int argc, char **argv)
 		t_stats_get(&before);
 
 	t_sync_pair(sv);
-	srv = fork();
-	if (srv < 0)
-		t_fail("fork: %s", strerror(errno));
+	srv = t_fork_helper();
 	if (srv == 0) {
 		uint16_t port;
 		int lfd;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -400,6 +401,25 @@ static T_UNUSED void t_wait_child(pid_t pid, const char *what)
 		t_fail("%s: exit status %d", what, WEXITSTATUS(st));
 }
 
+/*
+ * fork() for a helper process that must not outlive the process that
+ * forked it (a failed test must not leave a server behind holding the
+ * runner's pipes open): the child gets SIGKILL when its parent exits.
+ */
+static T_UNUSED pid_t t_fork_helper(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid < 0)
+		t_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(T_EXIT_FAIL);
+	}
+	return pid;
+}
+
 /* Sync channel between two processes: any non-TCP byte pipe (socketpair). */
 static T_UNUSED void t_sync_pair(int sv[2])
 {
@@ -463,10 +483,8 @@ static T_UNUSED void t_sync_wait(int fd)
  */
 static T_UNUSED pid_t t_spawn_plain(const char *role, const char *arg)
 {
-	pid_t pid = fork();
+	pid_t pid = t_fork_helper();
 
-	if (pid < 0)
-		t_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
 		char *argv[] = { (char *)"t_plain", (char *)role, (char *)arg, NULL };
 
@@ -746,9 +764,7 @@ static T_UNUSED int t_run_checks(const struct t_check *checks, int n, int argc, 
 			continue;
 		ran++;
 		fflush(NULL);
-		pid = fork();
-		if (pid < 0)
-			t_fail("fork: %s", strerror(errno));
+		pid = t_fork_helper();
 		if (pid == 0) {
 			struct t_stats before;
 
