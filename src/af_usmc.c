@@ -187,7 +187,7 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 }
 
 /* The wake byte: see clc.h.  Sent once, after the proposal landed. */
-static void client_send_wake(struct usmc_sock *sk, int fd)
+void usmc_client_send_wake(struct usmc_sock *sk, int fd)
 {
 	static const char wake = 0;
 
@@ -284,7 +284,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	usmc_dbg(2, "connect fd %d: proposal posted (link group %016llx slot %u gen %u)",
 		 fd, (unsigned long long)sk->lgr->id, sk->slot, sk->gen);
 	if (!rc)
-		client_send_wake(sk, fd);
+		usmc_client_send_wake(sk, fd);
 	errno = err;
 	return rc;
 }
@@ -305,7 +305,7 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 		if (real.poll(&p, 1, 0) <= 0)
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
-		client_send_wake(sk, fd);
+		usmc_client_send_wake(sk, fd);
 		return 0;
 	}
 	sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
@@ -582,6 +582,19 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 
 	if (sk_flag(sk, SKF_CONNECTING))
 		usmc_sock_connect_done(sk, fd);
+	if (sk->tx_c && unlikely(LOAD_RELAXED(&sk->tx_c->flags) & CDC_F_MIGRATE) &&
+	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED))
+		usmc_migrate_follow(sk, fd);
+	if (unlikely(sk_mode(sk) == USMC_MODE_MIGRATING)) {
+		uint64_t head, prod;
+
+		/* Keep the bytes moving whatever the application waits for. */
+		usmc_migrate_pump(sk, fd, false);
+		if (sk_mode(sk) == USMC_MODE_MIGRATING && sk->tx_done &&
+		    (!sk->rx_p || (usmc_rx_view(sk, &head, &prod) && head == prod)))
+			usmc_migrate_finish(sk);
+		return;
+	}
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED) {
 		/* Cheap: one shared-memory load unless a proposal arrived. */
 		usmc_server_resolve_quick(sk, fd);

@@ -12,6 +12,8 @@ struct usmc_sock;
 /* Settle a non-blocking connect that finished; 0, -EINPROGRESS or -errno. */
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 void usmc_listen_release(struct usmc_sock *sk);
+/* The client's one CLC wake byte, if not sent yet (clc.h). */
+void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk);
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
 struct usmc_lgr;

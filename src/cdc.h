@@ -38,6 +38,7 @@
 #define CDC_F_DONE	0x1	/* producer: no bytes after prod (shutdown WR / close: FIN) */
 #define CDC_F_ABORT	0x2	/* producer or consumer: connection reset (RST) */
 #define CDC_F_CLOSED	0x4	/* consumer: closed, will never read (peer writes get EPIPE) */
+#define CDC_F_MIGRATE	0x8	/* both lines: this end continues on TCP (migrate.c) */
 
 struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint64_t prod;		/* bytes ever produced (skips included) */

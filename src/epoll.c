@@ -170,7 +170,8 @@ static bool want_translated(struct usmc_sock *sk)
 {
 	uint32_t m = sk_mode(sk);
 
-	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED);
+	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED ||
+				       m == USMC_MODE_MIGRATING);
 }
 
 static int ep_fd_of(struct usmc_ep *ep);
@@ -184,7 +185,8 @@ static void tcp_event(struct usmc_epreg *r)
 	for (s = r->sk->epregs; s; s = s->sk_next)
 		if (s->ep == r->ep && s->translated)
 			s->edge = true;
-	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING)) {
+	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING) &&
+	    sk_mode(r->sk) != USMC_MODE_MIGRATING) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
 		int epfd = ep_fd_of(r->ep);
 
@@ -224,7 +226,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 	/* The TCP entry reports FIN/RST (and the wake byte) as EPOLLIN, and
 	 * connect completion as EPOLLOUT while connecting; EPOLLEXCLUSIVE
 	 * admits only IN/OUT/ET (FIN still shows as EPOLLIN). */
-	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING);
+	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING) || sk_mode(r->sk) == USMC_MODE_MIGRATING;
 	ev.events = EPOLLIN | EPOLLET | (r->tcp_out ? EPOLLOUT : 0) | (excl ? excl : EPOLLRDHUP);
 	ev.data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP;
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
@@ -789,8 +791,19 @@ static void ep_resync(struct usmc_ep *ep)
 	ep->seen_gen = g;
 	for (r = ep->regs; r; r = next) {
 		next = r->ep_next;
-		if (want_translated(r->sk) != r->translated)
+		if (want_translated(r->sk) != r->translated) {
 			reg_sync(r);
+		} else if (r->translated && !r->tcp_out && sk_mode(r->sk) == USMC_MODE_MIGRATING) {
+			/* Migrating: TCP room moves our queued bytes on. */
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
+						  .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
+			int epfd = ep_fd_of(ep);
+
+			if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE) &&
+			    !real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+				r->tcp_out = true;
+			ready_push(r);
+		}
 	}
 }
 

@@ -43,6 +43,7 @@ struct exec_ctx {
 	int keep[KEEP_MAX];	/* descriptors whose FD_CLOEXEC we cleared */
 	int nkeep;
 	int nsock;
+	bool plain;		/* the new image will not load libusmc */
 };
 
 static void keep_open(struct exec_ctx *c, int fd)
@@ -77,6 +78,18 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 
 	if (fl < 0 || (fl & FD_CLOEXEC) || c->len > INHERIT_MAX - 512)
 		return;
+	if (c->plain) {
+		/* The new program will not have libusmc: its connections
+		 * continue on TCP, every byte in order (migrate.c). */
+		if (sk->kind == SK_CONN) {
+			if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+				usmc_server_resolve(sk, fd, true);
+			if (sk_mode(sk) == USMC_MODE_MIGRATING)
+				usmc_migrate_pump(sk, fd, true);
+			usmc_conn_to_tcp(sk, fd, USMC_R_EXEC_PLAIN);
+		}
+		return;
+	}
 	if (sk->kind == SK_LISTEN && sk->lst) {
 		keep_open(c, sk->lst->fd);
 		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len,
@@ -109,6 +122,17 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	c->nsock++;
 }
 
+/* Will the new image preload libusmc (LD_PRELOAD in its environment)? */
+static bool preload_has_usmc(char *const envp[])
+{
+	size_t i;
+
+	for (i = 0; envp && envp[i]; i++)
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11) && strstr(envp[i], "libusmc"))
+			return true;
+	return false;
+}
+
 /* Build the environment for the new image; NULL when nothing to hand over. */
 static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 {
@@ -118,6 +142,11 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	memset(c, 0, sizeof(*c));
 	if (usmc_family_fd() < 0)
 		return NULL;
+	c->plain = !preload_has_usmc(envp);
+	if (c->plain) {
+		usmc_fd_foreach(collect, c);
+		return NULL;
+	}
 	c->buf = malloc(INHERIT_MAX);
 	if (!c->buf)
 		return NULL;

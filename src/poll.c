@@ -52,7 +52,8 @@ bool usmc_poll_translated(struct usmc_sock *sk)
 	if (sk->kind != SK_CONN)
 		return false;
 	m = sk_mode(sk);
-	return m == USMC_MODE_SMCD || (m == USMC_MODE_PROPOSED && !sk_flag(sk, SKF_CONNECTING));
+	return m == USMC_MODE_SMCD || m == USMC_MODE_MIGRATING ||
+	       (m == USMC_MODE_PROPOSED && !sk_flag(sk, SKF_CONNECTING));
 }
 
 static int64_t ms_left(uint64_t deadline)
@@ -224,8 +225,10 @@ restart:
 			struct pollfd *p = &kfds[ent[i].idx];
 			struct usmc_sock *sk = ent[i].sk;
 
-			/* The application's slot becomes the TCP watch (EOF/RST). */
-			p->events = POLLIN | POLLRDHUP;
+			/* The application's slot becomes the TCP watch (EOF/RST;
+			 * while migrating also new bytes and room to send). */
+			p->events = POLLIN | POLLRDHUP |
+				    (sk_mode(sk) == USMC_MODE_MIGRATING ? POLLOUT : 0);
 			if (sk_flag(sk, SKF_TCP_EOF))
 				p->fd = -1;
 			ent[i].kidx = nk;

@@ -122,11 +122,20 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	if (flags & MSG_OOB)
 		return -EINVAL;
 	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
-		/* The server reads our queued request from TCP before it answers. */
+		uint64_t head, prod;
+
+		/* Our queued bytes go first (the peer may be waiting for them
+		 * before it answers); what is left in our ring is read before
+		 * anything that arrives on TCP. */
 		rc = usmc_migrate_pump(sk, fd, !nonblock);
 		if (rc && rc != -EAGAIN)
 			return rc;
-		return USMC_PASS;
+		if (sk_mode(sk) == USMC_MODE_TCP || !sk->rx_p ||
+		    !usmc_rx_view(sk, &head, &prod) || head == prod) {
+			if (sk->tx_done)
+				usmc_migrate_finish(sk);
+			return USMC_PASS;
+		}
 	}
 	rc = usmc_family_lock(&sk->sh->rx_lock);
 	if (rc)
@@ -163,6 +172,15 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 				break;
 			continue;
 		}
+		if (unlikely(sk_mode(sk) == USMC_MODE_MIGRATING) && !avail) {
+			/* The ring is drained: the rest comes on TCP. */
+			if (done)
+				break;
+			usmc_family_unlock(&sk->sh->rx_lock);
+			if (sk->tx_done)
+				usmc_migrate_finish(sk);
+			return USMC_PASS;
+		}
 		rc = rx_empty_state(sk);
 		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head)
 			continue;	/* the last bytes landed just before DONE */
@@ -196,6 +214,8 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		usmc_sock_refresh(sk, fd);
 		if (sk_mode(sk) == USMC_MODE_MIGRATING)
 			return done ? (ssize_t)done : (rc ? rc : usmc_rx(sk, fd, iov, iovcnt, flags));
+		if (sk_mode(sk) == USMC_MODE_TCP)	/* moved to TCP meanwhile */
+			return done ? (ssize_t)done : (rc ? rc : USMC_PASS);
 		if (rc)
 			return done ? (ssize_t)done : rc;
 		rc = usmc_family_lock(&sk->sh->rx_lock);
@@ -287,9 +307,19 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 	unsigned int ev = 0;
 	uint64_t prod, head;
 
+	f = LOAD_ACQUIRE(&sk->sh->flags);
+	if (mode == USMC_MODE_MIGRATING) {
+		/* Ring first, then TCP (check_tcp saw bytes or EOF there). */
+		if (sk->rx_p && (!usmc_rx_view(sk, &head, &prod) || prod != head))
+			ev |= POLLIN | POLLRDNORM;
+		if (f & (SKF_TCP_DATA | SKF_TCP_EOF))
+			ev |= POLLIN | POLLRDNORM;
+		if (sk->tx_done)
+			ev |= POLLOUT | POLLWRNORM;
+		return ev;
+	}
 	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
 		return 0;
-	f = LOAD_ACQUIRE(&sk->sh->flags);
 	if (f & SKF_CONNECTING)
 		return 0;	/* TCP tells: connect completion is a TCP event */
 	pf = LOAD_ACQUIRE(&sk->rx_p->flags);

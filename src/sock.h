@@ -46,6 +46,7 @@ enum usmc_sock_kind {
 #define SKF_CONNECTING	0x0040	/* client: TCP connect in progress */
 #define SKF_COUNTED	0x0080	/* smc_conns already counted */
 #define SKF_FB_COUNTED	0x2000	/* tcp_conns/fallback already counted */
+#define SKF_TCP_DATA	0x4000	/* MIGRATING: bytes wait on TCP behind the ring */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -66,6 +67,9 @@ struct usmc_sock_sh {
 	uint32_t spin_ns;		/* adaptive spin budget, hint only */
 	uint32_t tx_hw;			/* our tx ring is backed (fallocate) up to here (tx_lock) */
 	uint32_t tx_stuck;		/* backing it further failed (tmpfs full) */
+	_Atomic uint32_t bell_owner;	/* wait.c: tid of the thread sleeping on the doorbell */
+	_Atomic uint32_t bell_owner_pid;	/* ... and its process */
+	_Atomic uint32_t wake_seq;	/* wait.c: futex the other waiters sleep on */
 	_Atomic uint32_t in_use;	/* family allocator */
 };
 
@@ -93,6 +97,7 @@ struct usmc_sock {
 	unsigned int bell_unread;	/* epoll: wake-ups seen since the last drain */
 	struct usmc_stats_conn *st;
 	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */
+	bool tx_done;			/* MIGRATING: all of it sent */
 
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */
@@ -240,8 +245,11 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk);
 /* Bytes readable / queued unread by the peer (FIONREAD / SIOCOUTQ). */
 int usmc_sock_inq(struct usmc_sock *sk);
 int usmc_sock_outq(struct usmc_sock *sk);
-/* MIGRATING: push queued ring bytes onto TCP; 0 when done, -EAGAIN if not yet. */
+/* migrate.c: shared memory -> TCP without losing or reordering a byte. */
 int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block);
+void usmc_migrate_finish(struct usmc_sock *sk);
+void usmc_migrate_follow(struct usmc_sock *sk, int fd);
+int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);

@@ -219,8 +219,8 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
 			rc = 0;
 		usmc_sock_refresh(sk, fd);
-		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
-			/* Declined while we waited: what we queued goes to TCP. */
+		if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
+			/* Moved to TCP while we waited: the rest goes there. */
 			return done ? (ssize_t)done : (rc ? rc : USMC_PASS);
 		}
 		if (rc)
@@ -237,50 +237,6 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			atomic_fetch_add_explicit(&sk->st->tx_bytes, done, memory_order_relaxed);
 	}
 	return ret;
-}
-
-/*
- * MIGRATING: the server declined after we queued bytes in the ring.  They
- * were never read, so they go out on TCP first, in order; then the socket is
- * plain TCP.  Returns 0 when nothing is left, -EAGAIN (non-blocking) or
- * -errno.
- */
-int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
-{
-	int rc;
-
-	if (sk_mode(sk) != USMC_MODE_MIGRATING)
-		return 0;
-	rc = usmc_family_lock(&sk->sh->tx_lock);
-	if (rc)
-		return rc;
-	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
-		uint64_t prod = LOAD_RELAXED(&sk->tx_p->prod);
-		size_t len;
-		ssize_t n;
-
-		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->tx_p->skip_to), prod);
-		if (sk->migrate_pos == prod) {
-			uint32_t r = LOAD_RELAXED(&sk->sh->reason);
-
-			pthread_mutex_lock(&sk->lock);
-			usmc_sock_set_tcp(sk, (int)r);
-			pthread_mutex_unlock(&sk->lock);
-			break;
-		}
-		len = ring_span(sk->size, sk->migrate_pos, (size_t)(prod - sk->migrate_pos));
-		n = real.send(fd, sk->tx_ring + (sk->migrate_pos & (sk->size - 1)), len,
-			      MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
-		if (n < 0) {
-			rc = -errno;
-			if (rc == -EINTR)
-				continue;
-			break;
-		}
-		sk->migrate_pos += (uint64_t)n;
-	}
-	usmc_family_unlock(&sk->sh->tx_lock);
-	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
 }
 
 /* sendfile(2) into a shared-memory connection: read(2) straight into the DMB. */

@@ -32,6 +32,8 @@ static const struct {
 	[USMC_R_SERVER_TCP]	= { "server_chose_tcp", "the server wrote first and committed to TCP" },
 	[USMC_R_WITHDRAWN]	= { "proposal_withdrawn", "TCP bytes arrived on a proposed connection" },
 	[USMC_R_SOCKOPT]	= { "unsupported_option", "the socket uses an option SMC cannot honour" },
+	[USMC_R_EXEC_PLAIN]	= { "exec_without_usmc", "handed to a program without libusmc" },
+	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP" },
 	[USMC_R_INTERNAL]	= { "internal_error", "internal error" },
 };
 

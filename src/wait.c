@@ -23,8 +23,11 @@
 #include "stats.h"
 #include "sys.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define SPIN_MIN_NS	2000
 #define SPIN_CHECK	16	/* pause instructions between cursor checks */
@@ -40,6 +43,8 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 	f = LOAD_ACQUIRE(&sk->sh->flags);
 	if (f & (SKF_ABORTED | SKF_TCP_EOF))
 		return true;
+	if (sk->tx_c && (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
+		return true;	/* the peer moved to TCP: migrate.c */
 	if (mode == USMC_MODE_PROPOSED) {
 		uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
 
@@ -146,6 +151,16 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 			pthread_mutex_unlock(&sk->lock);
 			return;
 		}
+		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
+			sk_set_flag(sk, SKF_TCP_DATA);	/* the peer's bytes after the switch */
+			return;
+		}
+		if (sk->tx_c && (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE)) {
+			/* The peer moved to TCP and already sent there. */
+			usmc_migrate_follow(sk, fd);
+			sk_set_flag(sk, SKF_TCP_DATA);
+			return;
+		}
 		if (sk_mode(sk) == USMC_MODE_SMCD) {
 			/* An honest peer sends nothing on TCP once on SMC. */
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
@@ -208,12 +223,67 @@ static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
 	sk->sh->spin_ns = b;
 }
 
+/* Followers sleep here; 0 when woken (or the word moved), -EAGAIN on
+ * timeout, -EINTR.  The family region is MAP_SHARED: a shared futex. */
+static int futex_wait(_Atomic uint32_t *word, uint32_t seq, int timeout_ms)
+{
+	struct timespec ts, *tp = NULL;
+	long rc;
+
+	if (timeout_ms >= 0) {
+		ts.tv_sec = timeout_ms / 1000;
+		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+		tp = &ts;
+	}
+	rc = syscall(SYS_futex, word, FUTEX_WAIT, seq, tp, NULL, 0);
+	if (rc < 0 && errno == ETIMEDOUT)
+		return -EAGAIN;
+	if (rc < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+/*
+ * A follower sleeps until the leader wakes.  Should the leader's process
+ * die while leading (SIGKILL of a forked worker), nobody would bump the
+ * word: so a follower looks, every FOLLOW_CHECK_MS, whether the leader
+ * still exists and takes its place if not.
+ */
+#define FOLLOW_CHECK_MS	250
+
+static int follower_wait(struct usmc_sock *sk, uint32_t seq, uint32_t leader, int timeout_ms)
+{
+	int slice, rc;
+
+	for (;;) {
+		slice = timeout_ms < 0 || timeout_ms > FOLLOW_CHECK_MS ? FOLLOW_CHECK_MS : timeout_ms;
+		rc = futex_wait(&sk->sh->wake_seq, seq, slice);
+		if (rc != -EAGAIN)
+			return rc;
+		if (timeout_ms >= 0 && (timeout_ms -= slice) <= 0)
+			return -EAGAIN;
+		if (syscall(SYS_tgkill, LOAD_RELAXED(&sk->sh->bell_owner_pid), leader, 0) &&
+		    errno == ESRCH && atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, 0))
+			return 0;	/* the leader is gone: look again (and lead) */
+		if (LOAD_ACQUIRE(&sk->sh->bell_owner) != leader)
+			return 0;
+	}
+}
+
+/* The leader woke (or gave up): let the followers look again. */
+static void leader_done(struct usmc_sock *sk)
+{
+	STORE_RELEASE(&sk->sh->bell_owner, 0);
+	atomic_fetch_add_explicit(&sk->sh->wake_seq, 1, memory_order_release);
+	syscall(SYS_futex, &sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 {
 	struct pollfd p[2];
-	uint32_t budget;
+	uint32_t budget, seq, leader;
 	uint64_t t0;
-	int cpu, n, rc;
+	int cpu, n, rc, err;
 
 	cpu = sched_getcpu();
 	usmc_publish_cpu(sk, cpu);
@@ -237,11 +307,32 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		spin_feedback(sk, false, budget);
 	}
 
+	if (timeout_ms == 0) {
+		usmc_arm(sk, what);
+		return wait_ready(sk, what) ? 0 : -EAGAIN;
+	}
+	/*
+	 * One doorbell per side, possibly many waiting threads (a reader and
+	 * a writer of one socket, or two readers): draining it for one must
+	 * never swallow the wake-up of another.  So only one thread at a
+	 * time, the leader, drains and sleeps on the doorbell (armed for
+	 * everything); the others sleep on a futex in the family region that
+	 * the leader bumps whenever it wakes.
+	 */
+	seq = LOAD_ACQUIRE(&sk->sh->wake_seq);
+	leader = 0;
+	if (!atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, (uint32_t)gettid())) {
+		if (usmc_arm(sk, what))
+			return 0;
+		STAT_INC(sleeps);
+		return follower_wait(sk, seq, leader, timeout_ms);
+	}
+	STORE_RELAXED(&sk->sh->bell_owner_pid, (uint32_t)getpid());
 	sk->lgr->dev->drain(sk->bell_own);
-	if (usmc_arm(sk, what))
+	if (usmc_arm(sk, USMC_WAIT_RX | USMC_WAIT_TX) && wait_ready(sk, what)) {
+		leader_done(sk);
 		return 0;
-	if (timeout_ms == 0)
-		return -EAGAIN;
+	}
 	p[0].fd = sk->bell_own;
 	p[0].events = POLLIN;
 	p[0].revents = 0;
@@ -255,14 +346,16 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	STAT_INC(sleeps);
 	t0 = usmc_now_ns();
 	rc = real.poll(p, (nfds_t)n, timeout_ms);
-	if (rc < 0)
-		return -errno;
+	err = rc < 0 ? -errno : 0;
+	if (rc > 0 && n == 2 && p[1].revents)
+		usmc_check_tcp(sk, fd);
+	leader_done(sk);
+	if (err)
+		return err;
 	/* Woken soon after falling asleep: spinning that long would have won. */
 	if (rc > 0 && p[0].revents)
 		spin_feedback(sk, true, usmc_now_ns() - t0);
 	if (rc == 0)
 		return -EAGAIN;
-	if (n == 2 && p[1].revents)
-		usmc_check_tcp(sk, fd);
 	return 0;
 }

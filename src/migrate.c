@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * migrate.c - moving a connection from shared memory to TCP, in order.
+ *
+ * Two cases, one mechanism (MIGRATING, then TCP):
+ *  - a late decline: the client queued bytes in the ring the server never
+ *    read; they go out on TCP first;
+ *  - a switch of an established connection, started by one end when it
+ *    cannot stay on shared memory (it exec()s a program without libusmc, or
+ *    the application asks for something SMC cannot do).  That end stops
+ *    using the rings and raises CDC_F_MIGRATE on both of its lines; the
+ *    other end reads what is left in its receive ring, then reads TCP, and
+ *    sends what the first end had not read yet (from its send ring, still
+ *    intact) on TCP before anything new.  No byte is lost, reordered or
+ *    duplicated: each byte goes through exactly one of the two paths.
+ */
+#include "af_usmc.h"
+#include "epoll.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "sys.h"
+
+/* Bytes of ours the peer has not read (they go on TCP), from where. */
+int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
+{
+	int rc;
+
+	if (sk_mode(sk) != USMC_MODE_MIGRATING)
+		return 0;
+	rc = usmc_family_lock(&sk->sh->tx_lock);
+	if (rc)
+		return rc;
+	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
+		uint64_t prod = LOAD_RELAXED(&sk->tx_p->prod);
+		size_t len;
+		ssize_t n;
+
+		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->tx_p->skip_to), prod);
+		if (sk->migrate_pos == prod) {
+			uint64_t head, rprod;
+
+			/* Everything sent; what we still have to read from our
+			 * ring keeps the socket translated until it is read. */
+			sk->tx_done = true;
+			if (!sk->rx_p || !usmc_rx_view(sk, &head, &rprod) || head == rprod)
+				usmc_migrate_finish(sk);
+			break;
+		}
+		len = ring_span(sk->size, sk->migrate_pos, (size_t)(prod - sk->migrate_pos));
+		n = real.send(fd, sk->tx_ring + (sk->migrate_pos & (sk->size - 1)), len,
+			      MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+		if (n < 0) {
+			rc = -errno;
+			if (rc == -EINTR)
+				continue;
+			break;
+		}
+		sk->migrate_pos += (uint64_t)n;
+	}
+	usmc_family_unlock(&sk->sh->tx_lock);
+	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
+}
+
+/* MIGRATING -> TCP once nothing of ours is left to send or to read. */
+void usmc_migrate_finish(struct usmc_sock *sk)
+{
+	uint32_t r = LOAD_RELAXED(&sk->sh->reason);
+
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) == USMC_MODE_MIGRATING)
+		usmc_sock_set_tcp(sk, (int)(r ? r : USMC_R_PEER_MIGRATED));
+	pthread_mutex_unlock(&sk->lock);
+}
+
+/* The peer raised CDC_F_MIGRATE: follow it.  Caller: usmc_sock_refresh. */
+void usmc_migrate_follow(struct usmc_sock *sk, int fd)
+{
+	if (!(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
+		return;
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) {
+		/* Their cons is final now (stored before the flag, release). */
+		sk->migrate_pos = LOAD_ACQUIRE(&sk->tx_c->cons);
+		sk->tx_done = false;
+		STORE_RELAXED(&sk->sh->reason, USMC_R_PEER_MIGRATED);
+		sk_set_mode(sk, USMC_MODE_MIGRATING);
+		usmc_dbg(1, "fd %d: peer moved the connection to TCP", fd);
+	}
+	pthread_mutex_unlock(&sk->lock);
+	if (sk_flag(sk, SKF_WAKEBYTE))
+		usmc_tcp_skip_wake(sk, fd, true);
+	usmc_migrate_pump(sk, fd, false);
+}
+
+/*
+ * We leave shared memory (exec without libusmc, or an option SMC cannot
+ * honour).  What the peer sent and we did not read, it sends again on TCP;
+ * what we sent and it did not read, it still reads from the ring.
+ */
+int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
+{
+	uint32_t m = sk_mode(sk);
+
+	if (m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED)
+		return m == USMC_MODE_TCP ? 0 : -EINVAL;
+	if (usmc_family_lock(&sk->sh->tx_lock))
+		return -EIO;
+	if (usmc_family_lock(&sk->sh->rx_lock)) {
+		usmc_family_unlock(&sk->sh->tx_lock);
+		return -EIO;
+	}
+	/* After our last prod and our last cons: release pairs with the
+	 * peer's acquire of the flags in usmc_migrate_follow()/rx. */
+	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGRATE, memory_order_release);
+	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_MIGRATE, memory_order_release);
+	usmc_family_unlock(&sk->sh->rx_lock);
+	usmc_family_unlock(&sk->sh->tx_lock);
+	/* The peer counts on exactly one wake byte before any TCP data. */
+	if (sk->role == 'C')
+		usmc_client_send_wake(sk, fd);
+	sk->lgr->dev->signal(sk->bell_peer);
+	if (sk_flag(sk, SKF_WAKEBYTE))
+		usmc_tcp_skip_wake(sk, fd, true);
+	pthread_mutex_lock(&sk->lock);
+	usmc_sock_set_tcp(sk, reason);
+	pthread_mutex_unlock(&sk->lock);
+	usmc_dbg(1, "fd %d: moved to TCP (%s)", fd, usmc_reason_name(reason));
+	return 0;
+}
