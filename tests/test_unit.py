@@ -39,8 +39,8 @@ Sanitizer options, and why:
   symbolize=0 (all three)   the sanitizer's in-process symbolizer
       (libbacktrace) calls close(), which libusmc interposes; a report
       raised while libusmc holds its descriptor-table lock then deadlocks
-      (seen with TSan).  Frames stay raw ("module+0xoffset") and this file
-      resolves them with addr2line when it shows a failure.
+      (seen with TSan).  Frames stay raw ("module+0xoffset"); this file
+      resolves them in place with addr2line when it shows a failure.
 
 t_semantics is differential: it runs once with USMC_DISABLE=1 (plain TCP
 through the same interposition) and once normally; the transcripts must be
@@ -118,9 +118,10 @@ def _preload(build):
 
 
 def symbolize(build, text):
-    """Resolve raw sanitizer frames "(libusmc.so+0x1234)" with addr2line."""
-    frames = re.findall(r"\(([^()\s]+)\+(0x[0-9a-f]+)\)", text)
-    want = {}
+    """Resolve raw sanitizer frames "(libusmc.so+0x1234)" in place with addr2line;
+    returns the rewritten text, or "" when there was nothing to resolve."""
+    frames = set(re.findall(r"\(([^()\s]+)\+(0x[0-9a-f]+)\)", text))
+    names = {}
     for mod, off in frames:
         name = os.path.basename(mod)
         if name == "libusmc.so":
@@ -131,28 +132,16 @@ def symbolize(build, text):
             path = BUILDS[build] / "usmc"
         else:
             continue
-        want.setdefault(path, set()).add(off)
-    lines = []
-    for path, offs in want.items():
-        offs = sorted(offs)
-        r = subprocess.run(["addr2line", "-f", "-C", "-e", str(path), *offs],
-                           capture_output=True, text=True)
+        r = subprocess.run(["addr2line", "-f", "-e", str(path), off], capture_output=True,
+                           text=True)
         out = r.stdout.splitlines()
-        for i, off in enumerate(offs):
-            if 2 * i + 1 < len(out):
-                lines.append(f"  {path.name}+{off}: {out[2 * i]} {out[2 * i + 1]}")
-    return "\n".join(lines)
-
-
-def _stats(build, env):
-    r = subprocess.run([str(BUILDS[build] / "usmc"), "stat", "--json"], env=env,
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        return None
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return None
+        if len(out) >= 2:
+            loc = out[1].replace(str(ROOT) + "/", "")
+            names[(mod, off)] = f"({name}+{off} {out[0]} {loc})"
+    if not names:
+        return ""
+    return re.sub(r"\(([^()\s]+)\+(0x[0-9a-f]+)\)",
+                  lambda m: names.get((m.group(1), m.group(2)), m.group(0)), text)
 
 
 class Run:
@@ -160,9 +149,9 @@ class Run:
         self.build, self.rc, self.out, self.err, self.stats = build, rc, out, err, stats
 
     def describe(self):
-        frames = symbolize(self.build, self.err)
-        frames = f"--- sanitizer frames ---\n{frames}\n" if frames else ""
-        return (f"exit {self.rc}\n--- stderr (tail) ---\n{self.err[-6000:]}\n{frames}"
+        err = symbolize(self.build, self.err) or self.err
+        return (f"exit {self.rc}\n--- stderr (tail, sanitizer frames resolved) ---\n"
+                f"{err[-8000:]}\n"
                 f"--- stdout (tail) ---\n{self.out[-3000:]}\n--- counters ---\n"
                 f"{json.dumps(self.stats, indent=1)[:3000] if self.stats else None}")
 

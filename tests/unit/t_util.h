@@ -488,6 +488,8 @@ static T_UNUSED pid_t t_spawn_plain(const char *role, const char *arg)
 	if (pid == 0) {
 		char *argv[] = { (char *)"t_plain", (char *)role, (char *)arg, NULL };
 
+		/* Nothing of ours goes along: the helper is a stranger. */
+		closefrom(3);
 		unsetenv("LD_PRELOAD");
 		execv("/proc/self/exe", argv);
 		_exit(127);
