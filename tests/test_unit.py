@@ -144,6 +144,17 @@ def symbolize(build, text):
                   lambda m: names.get((m.group(1), m.group(2)), m.group(0)), text)
 
 
+def _stats(build, env):
+    r = subprocess.run([str(BUILDS[build] / "usmc"), "stat", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return None
+
+
 class Run:
     def __init__(self, build, rc, out, err, stats):
         self.build, self.rc, self.out, self.err, self.stats = build, rc, out, err, stats
