@@ -30,6 +30,8 @@ def pytest_configure(config):
 def usmc_build():
     """The library and the CLI must exist; build them if they do not."""
     if not (helpers.USMC.exists() and helpers.LIB.exists()):
+        if helpers.BUILD != (helpers.REPO / "build").resolve():
+            pytest.exit("no usmc/libusmc.so in %s" % helpers.BUILD, returncode=1)
         r = subprocess.run(["make", "-C", str(helpers.REPO)], capture_output=True, timeout=600)
         if r.returncode != 0:
             pytest.exit("make failed:\n" + r.stderr.decode(errors="replace"), returncode=1)

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
+# USMC_TEST_BUILD=DIR runs the suite against another build (a snapshot that
+# a concurrent `make` cannot change underneath a run); default build/.
+BUILD = Path(os.environ.get("USMC_TEST_BUILD") or REPO / "build").resolve()
 USMC = BUILD / "usmc"
 LIB = BUILD / "libusmc.so"
 PY = "/usr/bin/python3"
@@ -28,12 +30,6 @@ PY = "/usr/bin/python3"
 # Objects a runtime directory may hold once every usmc process has exited
 # and `usmc stat` has collected what the dead left behind.
 RUNDIR_IDLE_FILES = {"stats", "registry"}
-
-INT_FIELDS = (
-    "smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
-    "tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "doorbells",
-)
-
 
 def tail(path, n=4000):
     """Last n characters of a log file (for failure messages)."""
@@ -104,10 +100,6 @@ class Rundir:
 
     def entries(self):
         return sorted(p.name for p in self.path.iterdir()) if self.path.exists() else []
-
-
-def counters_delta(after, before):
-    return {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], int)}
 
 
 def fmt_stat(st):

@@ -2,9 +2,11 @@
 counters of exited processes, live connections), `usmc dev`, and `usmc run`
 (LD_PRELOAD kept, sh -c wrappers and children, USMC_DEBUG messages)."""
 import glob
+import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -83,8 +85,15 @@ def test_stat_and_dev_show_live_connection(rundir, procs, scripts):
                          [h.PY, scripts["async_echo_client"], "127.0.0.1", port, 1, 20, 65536, 1,
                           "hold"], rundir.env(), stdin=subprocess.PIPE)
     try:
-        st = rundir.settle(lambda s: b"holding" in client.stdout()
-                           and len([c for c in s["connections"] if c["mode"] == "SMCD"]) == 2)
+        # The exchange is over once the client says "holding": from then on
+        # the connection is idle and every view of it must agree.
+        deadline = time.monotonic() + 30
+        while b"holding" not in client.stdout() and client.alive() \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b"holding" in client.stdout(), client.diag()
+        st = rundir.settle(
+            lambda s: len([c for c in s["connections"] if c["mode"] == "SMCD"]) == 2)
         check_stat_json(st, rundir)
         conns = {c["role"]: c for c in st["connections"]}
         assert len(st["connections"]) == 2 and set(conns) == {"client", "server"}, \
@@ -147,7 +156,6 @@ def test_stat_counts_exited_processes_and_reset(rundir, procs, scripts):
 
     # --json --reset prints the zeroed counters.
     r = rundir.cli("stat", "--json", "--reset")
-    import json
     st = json.loads(r.stdout)
     check_stat_json(st, rundir)
     assert zeroed(st), h.fmt_stat(st)
