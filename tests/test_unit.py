@@ -55,6 +55,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -145,14 +146,18 @@ def symbolize(build, text):
 
 
 def _stats(build, env):
-    r = subprocess.run([str(BUILDS[build] / "usmc"), "stat", "--json"], env=env,
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        return None
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return None
+    """Final counters of a run (None if they cannot be read)."""
+    for attempt in range(3):
+        try:
+            r = subprocess.run([str(BUILDS[build] / "usmc"), "stat", "--json"], env=env,
+                               capture_output=True, text=True, timeout=60)
+            return json.loads(r.stdout) if r.returncode == 0 else None
+        except ValueError:
+            return None
+        except OSError:
+            # The binary is being relinked by a concurrent `make`: try again.
+            time.sleep(1)
+    return None
 
 
 class Run:
