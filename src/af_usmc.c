@@ -140,9 +140,9 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	sk->sh->data_rung = sk->sh->space_rung = 0;
 	/* Back the start of our ring now: if even that fails, decline (the
 	 * runtime directory's tmpfs is full) rather than fault later. */
-	sk->sh->tx_hw = MIN(TX_FIRST_RESERVE, l->ring_size);
-	sk->sh->tx_stuck = 0;
-	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, sk->sh->tx_hw))
+	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
+	STORE_RELAXED(&sk->sh->tx_stuck, 0);
+	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, LOAD_RELAXED(&sk->sh->tx_hw)))
 		return -ENOSPC;
 	/* The slot's doorbell may hold wake-ups meant for its previous user. */
 	l->dev->drain(sk->bell_own);

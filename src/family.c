@@ -20,7 +20,8 @@
 
 #define FAMILY_OBJS	65536
 
-static struct usmc_sock_sh *family;
+/* Published once with release; readers that find it set may use the map. */
+static _Atomic(struct usmc_sock_sh *) family_ptr;
 static int family_fd = -1;
 static pthread_mutex_t family_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned int family_hint;
@@ -35,10 +36,15 @@ static int family_map(int fd)
 
 	if (p == MAP_FAILED)
 		return -errno;
-	family = p;
 	family_fd = fd;
+	STORE_RELEASE(&family_ptr, (struct usmc_sock_sh *)p);
 	usmc_ifd_mark(fd);
 	return 0;
+}
+
+static inline struct usmc_sock_sh *family_get(void)
+{
+	return LOAD_ACQUIRE(&family_ptr);
 }
 
 static int family_init(void)
@@ -46,7 +52,7 @@ static int family_init(void)
 	int fd, rc = 0;
 
 	pthread_mutex_lock(&family_init_lock);
-	if (!family) {
+	if (!family_get()) {
 		fd = memfd_create("usmc-family", MFD_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) || (rc = family_map(fd))) {
 			if (fd >= 0)
@@ -55,7 +61,7 @@ static int family_init(void)
 		}
 	}
 	pthread_mutex_unlock(&family_init_lock);
-	return family ? 0 : rc;
+	return family_get() ? 0 : rc;
 }
 
 int usmc_family_fd(void)
@@ -65,14 +71,14 @@ int usmc_family_fd(void)
 
 int usmc_family_index(const struct usmc_sock_sh *sh)
 {
-	return (int)(sh - family);
+	return (int)(sh - family_get());
 }
 
 int usmc_family_adopt(int fd)
 {
 	struct stat st;
 
-	if (family)
+	if (family_get())
 		return -EEXIST;
 	if (fstat(fd, &st) || (size_t)st.st_size != FAMILY_LEN)
 		return -EINVAL;
@@ -82,9 +88,11 @@ int usmc_family_adopt(int fd)
 
 struct usmc_sock_sh *usmc_family_at(int idx)
 {
-	if (!family || idx < 0 || idx >= FAMILY_OBJS || !LOAD_ACQUIRE(&family[idx].in_use))
+	struct usmc_sock_sh *fam = family_get();
+
+	if (!fam || idx < 0 || idx >= FAMILY_OBJS || !LOAD_ACQUIRE(&fam[idx].in_use))
 		return NULL;
-	return &family[idx];
+	return &fam[idx];
 }
 
 static void mutex_init_robust(pthread_mutex_t *m)
@@ -100,10 +108,12 @@ static void mutex_init_robust(pthread_mutex_t *m)
 
 struct usmc_sock_sh *usmc_family_alloc(void)
 {
+	struct usmc_sock_sh *family;
 	unsigned int start, k;
 
-	if (!family && family_init())
+	if (!family_get() && family_init())
 		return NULL;
+	family = family_get();
 	start = atomic_fetch_add_explicit(&family_hint, 1, memory_order_relaxed);
 	for (k = 0; k < FAMILY_OBJS; k++) {
 		struct usmc_sock_sh *sh = &family[(start + k) % FAMILY_OBJS];

@@ -166,6 +166,8 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 }
 
 static unsigned int fork_gen;
+static pthread_t fork_owner;	/* thread holding fdtab_lock across fork() */
+static bool fork_locked;
 
 /* Each socket once: one more process will hold it. */
 static void fork_ref(int fd __unused, struct usmc_sock *sk, void *arg)
@@ -189,6 +191,8 @@ void usmc_fd_fork_prepare(void)
 	int one = 1;
 
 	pthread_mutex_lock(&fdtab_lock);
+	fork_owner = pthread_self();
+	fork_locked = true;
 	fork_gen++;
 	usmc_fd_foreach(fork_ref, &one);
 }
@@ -201,6 +205,7 @@ void usmc_fd_fork_parent(bool failed)
 		fork_gen++;
 		usmc_fd_foreach(fork_ref, &minus);
 	}
+	fork_locked = false;
 	pthread_mutex_unlock(&fdtab_lock);
 }
 
@@ -218,8 +223,16 @@ static void count_ref(int fd __unused, struct usmc_sock *sk, void *arg __unused)
 void usmc_fd_after_fork(void)
 {
 	/* Single-threaded child: in-flight references of other parent threads
-	 * do not exist here; recount from the table. */
-	pthread_mutex_init(&fdtab_lock, NULL);
+	 * do not exist here; recount from the table.  Our fork() left the
+	 * table locked by this very thread: unlock it as its owner.  A fork
+	 * that bypassed our wrapper while another thread held it leaves a lock
+	 * nobody here owns: start over. */
+	if (fork_locked && pthread_equal(fork_owner, pthread_self())) {
+		fork_locked = false;
+		pthread_mutex_unlock(&fdtab_lock);
+	} else {
+		pthread_mutex_init(&fdtab_lock, NULL);
+	}
 	usmc_fd_foreach(zero_ref, NULL);
 	usmc_fd_foreach(count_ref, NULL);
 }

@@ -21,7 +21,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static struct usmc_registry *reg;
+/* Published with release once mapped and checked; read with acquire. */
+static _Atomic(struct usmc_registry *) reg_ptr;
+
+static inline struct usmc_registry *reg_get(void)
+{
+	return LOAD_ACQUIRE(&reg_ptr);
+}
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t netns_cached;
 
@@ -88,7 +94,7 @@ static int registry_open(void)
 		usmc_ifd_close(fd);
 		if (!renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), "registry",
 			       RENAME_NOREPLACE)) {
-			reg = r;
+			STORE_RELEASE(&reg_ptr, r);
 			return 0;
 		}
 		munmap(r, len);
@@ -108,7 +114,7 @@ static int registry_open(void)
 		munmap(r, len);
 		return -EBADMSG;
 	}
-	reg = r;
+	STORE_RELEASE(&reg_ptr, r);
 	return 0;
 }
 
@@ -116,10 +122,10 @@ int usmc_registry_attach(void)
 {
 	int rc = 0;
 
-	if (LOAD_ACQUIRE((_Atomic(struct usmc_registry *) *)&reg))
+	if (reg_get())
 		return 0;
 	pthread_mutex_lock(&reg_lock);
-	if (!reg)
+	if (!reg_get())
 		rc = registry_open();
 	pthread_mutex_unlock(&reg_lock);
 	return rc;
@@ -127,7 +133,7 @@ int usmc_registry_attach(void)
 
 struct usmc_registry *usmc_registry_get(void)
 {
-	return reg;
+	return reg_get();
 }
 
 /* Copy a listener record if it is valid; false when free or in flux. */
@@ -141,7 +147,7 @@ static bool listener_read(const struct usmc_reg_listener *src, struct usmc_reg_l
 		if (!s1 || (s1 & 1))
 			return false;
 		shm_load_words(dst, src, sizeof(*dst));
-		atomic_thread_fence(memory_order_acquire);
+		FENCE(memory_order_acquire);
 		s2 = LOAD_RELAXED(&src->seq);
 		if (s1 == s2)
 			return true;
@@ -159,7 +165,7 @@ static bool netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *
 		if (!s1 || (s1 & 1))
 			return false;
 		shm_load_words(dst, src, sizeof(*dst));
-		atomic_thread_fence(memory_order_acquire);
+		FENCE(memory_order_acquire);
 		s2 = LOAD_RELAXED(&src->seq);
 		if (s1 == s2 && dst->naddrs <= USMC_REG_ADDRS)
 			return true;
@@ -175,7 +181,7 @@ int usmc_registry_add(const struct usmc_reg_listener *rec)
 	if (usmc_registry_attach())
 		return -ENOENT;
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
-		struct usmc_reg_listener *l = &reg->l[i];
+		struct usmc_reg_listener *l = &reg_get()->l[i];
 		uint64_t zero = 0;
 
 		if (LOAD_RELAXED(&l->seq))
@@ -186,7 +192,7 @@ int usmc_registry_add(const struct usmc_reg_listener *rec)
 		shm_store_words(l, &tmp, sizeof(tmp));
 		/* pairs with the acquire load in listener_read() */
 		STORE_RELEASE(&l->seq, 2);
-		atomic_fetch_add(&reg->portcnt[rec->addr.port], 1);
+		atomic_fetch_add(&reg_get()->portcnt[rec->addr.port], 1);
 		return i;
 	}
 	return -ENOSPC;
@@ -198,16 +204,16 @@ void usmc_registry_del(int idx, uint64_t id)
 	uint64_t s;
 	uint16_t port;
 
-	if (!reg || idx < 0 || idx >= USMC_REG_LISTENERS)
+	if (!reg_get() || idx < 0 || idx >= USMC_REG_LISTENERS)
 		return;
-	l = &reg->l[idx];
+	l = &reg_get()->l[idx];
 	s = LOAD_ACQUIRE(&l->seq);
 	if (!s || (s & 1) || LOAD_RELAXED((_Atomic uint64_t *)&l->id) != id)
 		return;
 	port = l->addr.port;
 	/* Only the winner of this CAS frees the record and the port count. */
 	if (atomic_compare_exchange_strong(&l->seq, &s, 0))
-		atomic_fetch_sub(&reg->portcnt[port], 1);
+		atomic_fetch_sub(&reg_get()->portcnt[port], 1);
 }
 
 /* Find or claim the namespace record for ns (caller serialises per process). */
@@ -217,7 +223,7 @@ static struct usmc_reg_netns *netns_slot(uint64_t ns, bool create)
 	int i;
 
 	for (i = 0; i < USMC_REG_NETNS; i++) {
-		struct usmc_reg_netns *n = &reg->ns[i];
+		struct usmc_reg_netns *n = &reg_get()->ns[i];
 		uint64_t s = LOAD_ACQUIRE(&n->seq);
 
 		if (!s) {
@@ -308,13 +314,14 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	int nsame = 0, ncross = 0, reason = USMC_R_PEER_NOT_USMC, i;
 	uint64_t self = usmc_netns_self();
 	bool loop = usmc_addr_is_loopback(dst), local_checked = false, local = false;
+	struct usmc_registry *r = reg_get();
 
-	if (!reg || !LOAD_RELAXED(&reg->portcnt[dst->port]))
+	if (!r || !LOAD_RELAXED(&r->portcnt[dst->port]))
 		return USMC_R_PEER_NOT_USMC;
 	if (!self)
 		return USMC_R_UNCERTAIN;
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
-		const struct usmc_reg_listener *l = &reg->l[i];
+		const struct usmc_reg_listener *l = &r->l[i];
 
 		if (l->addr.port != dst->port || !listener_read(l, &copy))
 			continue;
@@ -390,7 +397,7 @@ int usmc_registry_gc(void)
 		struct usmc_reg_listener copy;
 		int fd;
 
-		if (!listener_read(&reg->l[i], &copy))
+		if (!listener_read(&reg_get()->l[i], &copy))
 			continue;
 		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
 		fd = usmc_rundir_open(name, O_RDONLY, 0);

@@ -114,11 +114,12 @@ void usmc_sock_put(struct usmc_sock *sk)
 		return;
 	/* Last local reference: the descriptor is gone from our table. */
 	usmc_epoll_forget(sk);
-	pthread_mutex_destroy(&sk->lock);
+	/* Releasing may still decide (and lock) an undecided connection. */
 	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
 		usmc_sock_release(sk);
 		usmc_family_free(sk->sh);
 	}
+	pthread_mutex_destroy(&sk->lock);
 	sk->sh = NULL;
 	pool_put(sk);
 }

@@ -24,11 +24,11 @@
 BUILD_BUG_ON(offsetof(struct usmc_counters, fallback) % sizeof(uint64_t));
 
 static struct usmc_counters dummy_ctr;
-struct usmc_counters *usmc_ctr = &dummy_ctr;
+_Atomic(struct usmc_counters *) usmc_ctr = &dummy_ctr;
 
 static struct usmc_stats_file *stats_file;
 static int stats_fd = -1;
-static int my_slot = -1;
+static _Atomic int my_slot = -1;	/* published after usmc_ctr (seq_cst) */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int usmc_stats_fd(void)

@@ -94,9 +94,10 @@ struct usmc_stats_file {
 };
 
 /* This process's counters: never NULL, a private dummy until stats open. */
-extern struct usmc_counters *usmc_ctr;
-#define STAT_ADD(field, n) \
-	atomic_fetch_add_explicit(&usmc_ctr->field, (uint64_t)(n), memory_order_relaxed)
+extern _Atomic(struct usmc_counters *) usmc_ctr;
+#define STAT_ADD(field, n)						\
+	atomic_fetch_add_explicit(&LOAD_ACQUIRE(&usmc_ctr)->field, (uint64_t)(n),	\
+				  memory_order_relaxed)
 #define STAT_INC(field) STAT_ADD(field, 1)
 
 /* Library: open the file and claim a process slot (idempotent). */

@@ -25,21 +25,21 @@
 size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
 {
 	size_t room = MIN((size_t)ring_free(prod, head, sk->size), want);
-	uint32_t off = (uint32_t)(prod & (sk->size - 1)), hw = sk->sh->tx_hw;
+	uint32_t off = (uint32_t)(prod & (sk->size - 1)), hw = LOAD_RELAXED(&sk->sh->tx_hw);
 
 	if (hw >= sk->size)
 		return room;
-	while (off + room > hw && hw < sk->size && !sk->sh->tx_stuck) {
+	while (off + room > hw && hw < sk->size && !LOAD_RELAXED(&sk->sh->tx_stuck)) {
 		uint32_t grow = MIN(TX_RESERVE_CHUNK, sk->size - hw);
 		int dir = sk->role == 'C' ? 0 : 1;
 
 		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, dir, hw, grow)) {
 			/* tmpfs full: work within what we have until the next rewind */
-			sk->sh->tx_stuck = 1;
+			STORE_RELAXED(&sk->sh->tx_stuck, 1);
 			break;
 		}
 		hw += grow;
-		sk->sh->tx_hw = hw;
+		STORE_RELAXED(&sk->sh->tx_hw, hw);
 	}
 	if (hw >= sk->size)
 		return room;
@@ -188,7 +188,7 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			/* Empty: start the next message at offset 0 (cdc.h). */
 			prod = head = ring_rewind(prod, sk->size);
 			STORE_RELEASE(&sk->tx_p->skip_to, prod);
-			sk->sh->tx_stuck = 0;
+			STORE_RELAXED(&sk->sh->tx_stuck, 0);
 		}
 		space = usmc_tx_room(sk, prod, head, total - done);
 		if (space) {
@@ -273,7 +273,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		if (head == prod && (prod & (sk->size - 1))) {
 			prod = head = ring_rewind(prod, sk->size);
 			STORE_RELEASE(&sk->tx_p->skip_to, prod);
-			sk->sh->tx_stuck = 0;
+			STORE_RELAXED(&sk->sh->tx_stuck, 0);
 		}
 		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head, len - done));
 		if (!n) {

@@ -70,8 +70,8 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 			return true;
 		/* Free space we can use now, or by backing more of the ring. */
 		if (prod - head < sk->size &&
-		    (prod == head || sk->sh->tx_hw >= sk->size ||
-		     (prod & (sk->size - 1)) < sk->sh->tx_hw || !sk->sh->tx_stuck))
+		    (prod == head || LOAD_RELAXED(&sk->sh->tx_hw) >= sk->size ||
+		     (prod & (sk->size - 1)) < LOAD_RELAXED(&sk->sh->tx_hw) || !LOAD_RELAXED(&sk->sh->tx_stuck)))
 			return true;
 		if (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))
 			return true;
@@ -87,7 +87,7 @@ bool usmc_arm(struct usmc_sock *sk, int what)
 		atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed);
 	/* Pairs with the fence in usmc_kick_*(): either we see their cursor
 	 * or they see our arm. */
-	atomic_thread_fence(memory_order_seq_cst);
+	FENCE(memory_order_seq_cst);
 	return wait_ready(sk, what);
 }
 
@@ -95,7 +95,7 @@ void usmc_kick_data(struct usmc_sock *sk)
 {
 	uint32_t armed;
 
-	atomic_thread_fence(memory_order_seq_cst);
+	FENCE(memory_order_seq_cst);
 	armed = LOAD_RELAXED(&sk->tx_c->data_armed);
 	if (armed != sk->sh->data_rung) {
 		sk->sh->data_rung = armed;
@@ -108,7 +108,7 @@ void usmc_kick_space(struct usmc_sock *sk)
 {
 	uint32_t armed;
 
-	atomic_thread_fence(memory_order_seq_cst);
+	FENCE(memory_order_seq_cst);
 	armed = LOAD_RELAXED(&sk->rx_p->space_armed);
 	if (armed != sk->sh->space_rung) {
 		sk->sh->space_rung = armed;

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoll_int.h - what epoll.c (registrations) and epoll_wait.c (readiness,
+ * waiting) share.  Registration lists are under ep_lock.
+ */
+#ifndef USMC_EPOLL_INT_H
+#define USMC_EPOLL_INT_H
+
+#include "sock.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define EPREG_LIVE	0x4745524550434d55ULL	/* "UMCPEREG" */
+#define EPREG_DEAD	0
+#define EP_ARENA_REGS	(1u << 18)
+#define EP_TAG_TCP	1ULL
+#define EP_TAG_SELF	2ULL
+#define EP_SPIN_MAX	256	/* spin only over this many connections */
+#define EP_SPIN_MIN_NS	2000
+#define EP_MAXEV	256
+#define EP_BELL_DRAIN	1024	/* drain a doorbell FIFO after this many events */
+
+struct usmc_epreg {
+	uint64_t magic;
+	struct usmc_ep *ep;
+	struct usmc_sock *sk;
+	int fd;				/* the application's descriptor */
+	uint32_t events;		/* application's interest and flags */
+	uint64_t data;			/* application's epoll_data */
+	bool translated;		/* kernel holds our tagged entries */
+	bool bell;			/* this record owns the (ep, sk) doorbell entry */
+	bool disabled;			/* EPOLLONESHOT fired */
+	bool on_ready;
+	bool edge;			/* an event arrived since last reported (ET) */
+	uint64_t reported;		/* epoll_wait call that last reported it */
+	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
+	uint64_t seen_prod, seen_cons;	/* cursors when last reported (ET news) */
+	uint32_t seen_pflags, seen_cflags;
+	struct usmc_epreg *ep_next, *ep_prev;
+	struct usmc_epreg *sk_next;
+	struct usmc_epreg *ready_next;
+	struct usmc_epreg *free_next;
+} __attribute__((aligned(8)));
+
+struct usmc_ep {
+	int refs;			/* descriptors referring to this instance */
+	uint32_t spin_ns;		/* adaptive spin budget */
+	struct usmc_epreg *regs;
+	struct usmc_epreg *ready;
+	int ntranslated;
+	int nforeign;			/* pass-through registrations (approximate) */
+	uint64_t seen_gen;
+	bool nested;			/* watched by another epoll / poll: keep selfev */
+	int selfev;			/* eventfd readable while ready list is non-empty */
+	bool selfev_set;
+};
+
+extern pthread_mutex_t ep_lock;
+extern struct usmc_epreg *ep_arena;	/* registration records; data tags point here */
+extern _Atomic uint64_t ep_mode_gen;	/* bumped by every path-changing transition */
+
+int ep_fd_of(struct usmc_ep *ep);
+struct usmc_ep *ep_lookup(int epfd);
+void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
+void ep_ready_push(struct usmc_epreg *r);
+struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
+void ep_reg_sync(struct usmc_epreg *r);
+void ep_tcp_event(struct usmc_epreg *r);
+bool ep_want_translated(struct usmc_sock *sk);
+bool ep_arm_all(struct usmc_ep *ep);
+void ep_selfev_update(struct usmc_ep *ep, int epfd);
+
+#endif

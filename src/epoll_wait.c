@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: MIT
+/*
+ * epoll_wait.c - readiness and waiting for epoll instances that hold
+ * shared-memory connections (registrations live in epoll.c).
+ *
+ * epoll_wait first collects the ready list, then spins lock-free over a
+ * snapshot of the translated registrations for an adaptive budget, and
+ * only then arms doorbells and sleeps in the real epoll_wait; kernel
+ * events tagged with our records are translated back to the
+ * application's events and data.
+ */
+#include "epoll.h"
+#include "epoll_int.h"
+#include "fdtab.h"
+#include "log.h"
+#include "options.h"
+#include "poll.h"
+#include "real.h"
+#include "sock.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+
+static uint32_t reg_ready(struct usmc_epreg *r)
+{
+	uint32_t want = r->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLRDNORM |
+				     EPOLLWRNORM | EPOLLRDBAND | EPOLLWRBAND);
+	uint32_t ev = usmc_sock_poll(r->sk);
+
+	return ev & (want | EPOLLERR | EPOLLHUP);
+}
+
+/* Did something happen since r last reported?  (edge-triggered) */
+static bool reg_news(const struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	if (r->edge)
+		return true;
+	if ((r->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) &&
+	    (LOAD_ACQUIRE(&sk->rx_p->prod) != r->seen_prod ||
+	     LOAD_ACQUIRE(&sk->rx_p->flags) != r->seen_pflags))
+		return true;
+	if ((r->events & (EPOLLOUT | EPOLLWRNORM)) &&
+	    (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons ||
+	     LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags))
+		return true;
+	return false;
+}
+
+static void reg_seen(struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	r->seen_prod = LOAD_ACQUIRE(&sk->rx_p->prod);
+	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
+	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	r->edge = false;
+}
+
+/* The events r should report now: level-triggered when ready, edge-
+ * triggered only when something new happened as well. */
+static uint32_t reg_due(const struct usmc_epreg *r)
+{
+	uint32_t ev = reg_ready((struct usmc_epreg *)r);
+
+	if (ev && (r->events & EPOLLET) && !reg_news(r))
+		return 0;
+	return ev;
+}
+
+static int reg_what(struct usmc_epreg *r)
+{
+	int what = 0;
+
+	if (r->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP))
+		what |= USMC_WAIT_RX;
+	if (r->events & (EPOLLOUT | EPOLLWRNORM))
+		what |= USMC_WAIT_TX;
+	return what ? what : USMC_WAIT_RX;
+}
+
+/*
+ * Walk the ready list: report what is ready, drop what is not.  Nothing is
+ * armed here: a thread that goes on working does not need doorbells, and
+ * every doorbell costs the peer a system call.  ep_arm_all() arms right
+ * before we sleep.  Caller holds ep_lock.
+ */
+static _Atomic uint64_t wait_calls;
+
+static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, uint64_t call)
+{
+	struct usmc_epreg **pp = &ep->ready, *r;
+	int n = 0;
+
+	while ((r = *pp) && n < max) {
+		uint32_t ev;
+
+		if (r->reported == call) {
+			/* Once per epoll_wait, as the kernel does. */
+			pp = &r->ready_next;
+			continue;
+		}
+		if (r->disabled || !r->translated) {
+			*pp = r->ready_next;
+			r->on_ready = false;
+			continue;
+		}
+		usmc_sock_refresh(r->sk, r->fd);
+		if (!ep_want_translated(r->sk)) {
+			*pp = r->ready_next;
+			r->on_ready = false;
+			ep_reg_sync(r);
+			continue;
+		}
+		ev = reg_due(r);
+		if (ev) {
+			out[n].events = ev;
+			out[n].data.u64 = r->data;
+			n++;
+			r->reported = call;
+			reg_seen(r);
+			if (r->events & EPOLLONESHOT)
+				r->disabled = true;
+			if (r->events & (EPOLLET | EPOLLONESHOT)) {
+				*pp = r->ready_next;
+				r->on_ready = false;
+				continue;
+			}
+			pp = &r->ready_next;
+			continue;
+		}
+		*pp = r->ready_next;
+		r->on_ready = false;
+	}
+	return n;
+}
+
+/*
+ * About to sleep: arm every live record's doorbell, then look once more
+ * (the fence in usmc_arm() pairs with the producer's, cdc.h).  Returns true
+ * when something turned ready meanwhile.
+ */
+bool ep_arm_all(struct usmc_ep *ep)
+{
+	struct usmc_epreg *r;
+	bool ready = false;
+
+	for (r = ep->regs; r; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
+			ep_ready_push(r);
+			ready = true;
+		}
+	}
+	return ready;
+}
+
+void ep_selfev_update(struct usmc_ep *ep, int epfd)
+{
+	struct usmc_epreg *r;
+	uint64_t v = 1;
+	bool want = false;
+
+	if (!ep->nested)
+		return;
+	/* Readable for an outer epoll/poll only if something is really due. */
+	for (r = ep->ready; r && !want; r = r->ready_next)
+		want = r->translated && !r->disabled && reg_due(r);
+
+	if (!ep->nested)
+		return;
+	if (ep->selfev < 0) {
+		struct epoll_event ev = { .events = EPOLLIN };
+
+		ep->selfev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (ep->selfev < 0)
+			return;
+		usmc_ifd_mark(ep->selfev);
+		ev.data.u64 = (uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF;
+		real.epoll_ctl(epfd, EPOLL_CTL_ADD, ep->selfev, &ev);
+	}
+	if (want && !ep->selfev_set)
+		sys_write(ep->selfev, &v, sizeof(v));
+	else if (!want && ep->selfev_set)
+		sys_read(ep->selfev, &v, sizeof(v));
+	ep->selfev_set = want;
+}
+
+void usmc_epoll_mark_nested(int epfd)
+{
+	struct usmc_ep *ep;
+
+	pthread_mutex_lock(&ep_lock);
+	ep = ep_lookup(epfd);
+	if (ep && !ep->nested) {
+		ep->nested = true;
+		ep_selfev_update(ep, epfd);
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
+/* Convert records whose socket changed path since we last looked. */
+static void ep_resync(struct usmc_ep *ep)
+{
+	uint64_t g = LOAD_ACQUIRE(&ep_mode_gen);
+	struct usmc_epreg *r, *next;
+
+	if (g == ep->seen_gen)
+		return;
+	ep->seen_gen = g;
+	for (r = ep->regs; r; r = next) {
+		next = r->ep_next;
+		if (ep_want_translated(r->sk) != r->translated) {
+			ep_reg_sync(r);
+		} else if (r->translated && !r->tcp_out && sk_mode(r->sk) == USMC_MODE_MIGRATING) {
+			/* Migrating: TCP room moves our queued bytes on. */
+			struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
+						  .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
+			int epfd = ep_fd_of(ep);
+
+			if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE) &&
+			    !real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+				r->tcp_out = true;
+			ep_ready_push(r);
+		}
+	}
+}
+
+#define EP_KPOLL_NS	8000	/* spinning: ask the kernel about other fds this often */
+
+/*
+ * Spin over the connections before sleeping: a peer on another CPU usually
+ * answers within microseconds, a sleep costs tens.  Other descriptors in
+ * the set are polled with a zero timeout every EP_KPOLL_NS.  Returns the
+ * kernel events found (into kev), or 0; *hit is set when a connection
+ * turned ready.  The budget adapts: spins that never pay off shrink it.
+ */
+static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit)
+{
+	struct {
+		struct usmc_epreg copy;	/* events, seen cursors: for reg_due() */
+	} snap[EP_SPIN_MAX];
+	uint64_t budget, t0, now, lastk;
+	struct usmc_epreg *r;
+	int i, k = 0, n = 0, cpu;
+	bool peer_here = false;
+
+	*hit = false;
+	if (!ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
+		return 0;
+	budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
+		 MIN((uint64_t)usmc_opt.spin_us * 1000, (uint64_t)ep->spin_ns);
+	if (!budget)
+		return 0;
+	/* Spin without ep_lock (other threads' epoll calls go on): on a
+	 * snapshot of the sockets, each pinned by a reference.  Not when a
+	 * peer runs on our CPU: it could not make progress while we spin. */
+	cpu = sched_getcpu();
+	for (r = ep->regs; r; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		usmc_publish_cpu(r->sk, cpu);
+		if (usmc_peer_on_cpu(r->sk, cpu))
+			peer_here = true;
+	}
+	if (peer_here)
+		return 0;
+	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		usmc_sock_get(r->sk);
+		snap[n].copy = *r;
+		n++;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	t0 = lastk = usmc_now_ns();
+	do {
+		for (i = 0; i < 32; i++)
+			cpu_relax();
+		for (i = 0; i < n && !*hit; i++)
+			if (reg_due(&snap[i].copy))
+				*hit = true;
+		now = usmc_now_ns();
+		if (*hit)
+			break;
+		if (ep->nforeign && now - lastk > EP_KPOLL_NS) {
+			lastk = now;
+			k = real.epoll_wait(epfd, kev, room, 0);
+			if (k > 0) {
+				*hit = true;
+				break;
+			}
+			k = 0;
+		}
+	} while (now - t0 < budget);
+	for (i = 0; i < n; i++)
+		usmc_sock_put(snap[i].copy.sk);
+	pthread_mutex_lock(&ep_lock);
+	ep_spin_feedback(ep, *hit, now - t0);
+	if (*hit && !k)
+		for (r = ep->regs; r; r = r->ep_next)
+			if (r->translated && !r->disabled && reg_due(r))
+				ep_ready_push(r);
+	return k;
+}
+
+int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
+		    const sigset_t *mask, bool use_mask)
+{
+	struct epoll_event kev[EP_MAXEV];
+	uint64_t deadline = 0, call;
+	struct usmc_ep *ep;
+	int n, k, i, rc;
+
+	if (maxevents <= 0)
+		return USMC_PASS;
+	pthread_mutex_lock(&ep_lock);
+	ep = ep_lookup(epfd);
+	if (!ep || !ep->regs) {
+		pthread_mutex_unlock(&ep_lock);
+		return USMC_PASS;
+	}
+	if (timeout > 0)
+		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
+	call = atomic_fetch_add(&wait_calls, 1) + 1;
+	for (;;) {
+		int kt = timeout, room;
+		uint64_t slept_ns = 0;
+		bool hit = false;
+
+		ep_resync(ep);
+		n = ready_collect(ep, events, maxevents, call);
+		room = MIN(maxevents - n, EP_MAXEV);
+		k = 0;
+		if (!n && timeout != 0) {
+			k = ep_spin(ep, epfd, kev, room, &hit);
+			if (hit && !k)
+				n = ready_collect(ep, events, maxevents, call);
+			if (!n && !k && ep_arm_all(ep))
+				n = ready_collect(ep, events, maxevents, call);
+		}
+		if (n || k || room <= 0)
+			kt = 0;
+		ep_selfev_update(ep, epfd);
+		pthread_mutex_unlock(&ep_lock);
+		if (room <= 0) {
+			pthread_mutex_lock(&ep_lock);
+			break;
+		}
+		if (!k) {
+			uint64_t t0 = kt ? usmc_now_ns() : 0;
+
+			if (use_mask)
+				k = real.epoll_pwait(epfd, kev, room, kt, mask);
+			else
+				k = real.epoll_wait(epfd, kev, room, kt);
+			if (kt && k > 0)
+				slept_ns = usmc_now_ns() - t0;
+		}
+		rc = k < 0 ? -errno : 0;
+		pthread_mutex_lock(&ep_lock);
+		if (rc) {
+			if (n)
+				break;
+			pthread_mutex_unlock(&ep_lock);
+			return rc;
+		}
+		for (i = 0; i < k; i++) {
+			unsigned int tag = 0;
+			struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
+
+			if (!r) {
+				if (ep_arena && kev[i].data.u64 ==
+					     ((uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF))
+					continue;
+				events[n++] = kev[i];
+				continue;
+			}
+			if (tag == EP_TAG_TCP) {
+				int fd = usmc_sock_live_fd(r->sk, r->fd);
+
+				if (fd >= 0) {
+					usmc_check_tcp(r->sk, fd);
+					usmc_sock_refresh(r->sk, fd);
+				}
+				ep_tcp_event(r);
+			} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+				/* Edge-triggered: the FIFO is never read otherwise;
+				 * empty it before it fills (a full FIFO loses rings). */
+				r->sk->lgr->dev->drain(r->sk->bell_own);
+				r->sk->bell_unread = 0;
+			}
+			/* Woken by a peer soon after falling asleep: a longer
+			 * spin would have caught it. */
+			if (slept_ns && slept_ns < (uint64_t)usmc_opt.spin_us * 1000) {
+				ep_spin_feedback(ep, true, slept_ns);
+				slept_ns = 0;
+			}
+			/* Look at every record of this socket in this instance
+			 * (the doorbell is shared; readiness comes from the rings). */
+			{
+				struct usmc_epreg *s;
+
+				for (s = r->sk->epregs; s; s = s->sk_next)
+					if (s->ep == ep && s->translated)
+						ep_ready_push(s);
+			}
+		}
+		if (n < maxevents)
+			n += ready_collect(ep, events + n, maxevents - n, call);
+		if (n || timeout == 0)
+			break;
+		if (timeout > 0) {
+			uint64_t now = usmc_now_ns();
+
+			if (now >= deadline)
+				break;
+			timeout = (int)((deadline - now + 999999) / 1000000);
+		}
+	}
+	if (ep->nested)
+		ep_arm_all(ep);
+	ep_selfev_update(ep, epfd);
+	pthread_mutex_unlock(&ep_lock);
+	return n;
+}
+
+/* Does this epoll instance have level-triggered readiness the kernel
+ * cannot see (for poll/select on an epoll descriptor)? */
+void usmc_epoll_sock_changed(struct usmc_sock *sk)
+{
+	struct usmc_epreg *r;
+
+	pthread_mutex_lock(&ep_lock);
+	for (r = sk->epregs; r; r = r->sk_next)
+		if (r->ep->nested)
+			ep_selfev_update(r->ep, ep_fd_of(r->ep));
+	pthread_mutex_unlock(&ep_lock);
+}
+
+bool usmc_epoll_has_ready(int epfd)
+{
+	struct usmc_ep *ep;
+	bool r;
+
+	pthread_mutex_lock(&ep_lock);
+	ep = ep_lookup(epfd);
+	r = ep && ep->ready;
+	pthread_mutex_unlock(&ep_lock);
+	return r;
+}
+
+void usmc_epoll_after_fork(void)
+{
+	pthread_mutex_init(&ep_lock, NULL);
+}

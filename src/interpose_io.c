@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: MIT
+/*
+ * interpose_io.c - the data path wrappers: read/write, send/recv and their
+ * vector, message and batch forms, sendfile and splice.
+ *
+ * A tracked connection on the shared-memory path goes to rx.c/tx.c; any
+ * other descriptor is passed to libc untouched, with only the counters
+ * updated for sockets usmc tracks.
+ */
+#include "interpose.h"
+#include "af_usmc.h"
+#include "epoll.h"
+#include "fdtab.h"
+#include "guard.h"
+#include "lgr.h"
+#include "log.h"
+#include "options.h"
+#include "poll.h"
+#include "real.h"
+#include "registry.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+
+
+/* ---- data path -------------------------------------------------------- */
+
+/* Receive into iov on a tracked socket; USMC_PASS when it is plain TCP. */
+static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
+{
+	if (!sk_is_smc_path(sk)) {
+		/* A server that declined late: the client's CLC wake byte is
+		 * not the application's. */
+		if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_PEEK)) {
+			int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
+						    sk_flag(sk, SKF_NONBLOCK));
+
+			if (rc)
+				return rc;
+		}
+		return USMC_PASS;
+	}
+	return usmc_rx(sk, fd, iov, cnt, flags);
+}
+
+static bool iov_empty(const struct iovec *iov, int cnt)
+{
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		if (iov[i].iov_len)
+			return false;
+	return true;
+}
+
+static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
+{
+	if (!sk_is_smc_path(sk))
+		return USMC_PASS;
+	return usmc_tx(sk, fd, iov, cnt, flags);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(read);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.read(fd, buf, n);
+	/* read(2) of nothing returns 0 at once (recv(2) would wait). */
+	r = n ? sk_rx(sk, fd, &v, 1, 0) : USMC_PASS;
+	if (r == USMC_PASS) {
+		r = real.read(fd, buf, n);
+		usmc_tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(write);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.write(fd, buf, n);
+	r = sk_tx(sk, fd, &v, 1, 0);
+	if (r == USMC_PASS) {
+		r = real.write(fd, buf, n);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(readv);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.readv(fd, iov, cnt);
+	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL :
+	    iov_empty(iov, cnt) ? USMC_PASS : sk_rx(sk, fd, iov, cnt, 0);
+	if (r == USMC_PASS) {
+		r = real.readv(fd, iov, cnt);
+		usmc_tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(writev);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.writev(fd, iov, cnt);
+	r = cnt < 0 || cnt > IOV_MAX ? -EINVAL : sk_tx(sk, fd, iov, cnt, 0);
+	if (r == USMC_PASS) {
+		r = real.writev(fd, iov, cnt);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recv);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recv(fd, buf, n, flags);
+	r = sk_rx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.recv(fd, buf, n, flags);
+		if (!(flags & MSG_PEEK))
+			usmc_tcp_count(sk, r, false);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(send);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.send(fd, buf, n, flags);
+	r = sk_tx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.send(fd, buf, n, flags);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
+			socklen_t *salen)
+{
+	struct iovec v = { buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recvfrom);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvfrom(fd, buf, n, flags, sa, salen);
+	r = sk_rx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.recvfrom(fd, buf, n, flags, sa, salen);
+		if (!(flags & MSG_PEEK))
+			usmc_tcp_count(sk, r, false);
+	} else {
+		/* A stream socket reports no source address. */
+		if (r >= 0 && sa && salen)
+			*salen = 0;
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
+		      socklen_t salen)
+{
+	struct iovec v = { (void *)buf, n };
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendto);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendto(fd, buf, n, flags, sa, salen);
+	r = sk_tx(sk, fd, &v, 1, flags);
+	if (r == USMC_PASS) {
+		r = real.sendto(fd, buf, n, flags, sa, salen);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(recvmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvmsg(fd, msg, flags);
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_rx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.recvmsg(fd, msg, flags);
+		if (!(flags & MSG_PEEK))
+			usmc_tcp_count(sk, r, false);
+	} else {
+		if (r >= 0) {
+			msg->msg_namelen = 0;
+			msg->msg_controllen = 0;
+			msg->msg_flags = 0;
+		}
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendmsg(fd, msg, flags);
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_tx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.sendmsg(fd, msg, flags);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t)
+{
+	struct usmc_sock *sk;
+	unsigned int i;
+	ssize_t r;
+
+	ENSURE_REAL(recvmmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.recvmmsg(fd, v, n, flags, t);
+	if (!sk_is_smc_path(sk)) {
+		usmc_sock_put(sk);
+		return real.recvmmsg(fd, v, n, flags, t);
+	}
+	for (i = 0; i < n; i++) {
+		r = recvmsg(fd, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
+		if (r < 0)
+			break;
+		v[i].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+	}
+	usmc_sock_put(sk);
+	if (i)
+		return (int)i;
+	return -1;
+}
+
+EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	struct usmc_sock *sk;
+	unsigned int i;
+	ssize_t r;
+
+	ENSURE_REAL(sendmmsg);
+	sk = usmc_fd_get(fd);
+	if (likely(!sk))
+		return real.sendmmsg(fd, v, n, flags);
+	if (!sk_is_smc_path(sk)) {
+		usmc_sock_put(sk);
+		return real.sendmmsg(fd, v, n, flags);
+	}
+	for (i = 0; i < n; i++) {
+		r = sendmsg(fd, &v[i].msg_hdr, flags);
+		if (r < 0)
+			break;
+		v[i].msg_len = (unsigned int)r;
+	}
+	usmc_sock_put(sk);
+	if (i)
+		return (int)i;
+	return -1;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	struct usmc_sock *sk;
+	ssize_t r;
+
+	ENSURE_REAL(sendfile);
+	sk = usmc_fd_get(out);
+	if (likely(!sk))
+		return real.sendfile(out, in, off, count);
+	r = sk_is_smc_path(sk) ? usmc_tx_from_fd(sk, out, in, off, count) : USMC_PASS;
+	if (r == USMC_PASS) {
+		r = real.sendfile(out, in, off, count);
+		usmc_tcp_count(sk, r, true);
+	} else {
+		r = ret(r);
+	}
+	usmc_sock_put(sk);
+	return r;
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
+}
+
+EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len,
+		      unsigned int flags)
+{
+	struct usmc_sock *si, *so;
+	ssize_t r = USMC_PASS;
+
+	ENSURE_REAL(splice);
+	si = usmc_fd_get(in);
+	so = usmc_fd_get(out);
+	if (so && sk_is_smc_path(so) && !off_in)
+		r = usmc_tx_from_fd(so, out, in, NULL, len);
+	else if (si && sk_is_smc_path(si) && !off_out)
+		r = usmc_rx_to_fd(si, in, out, len, (int)flags);
+	if (r == USMC_PASS)
+		r = real.splice(in, off_in, out, off_out, len, flags);
+	else
+		r = ret(r);
+	if (si)
+		usmc_sock_put(si);
+	if (so)
+		usmc_sock_put(so);
+	return r;
+}
+
+/* ---- fortified variants (_FORTIFY_SOURCE builds call these) ------------ */
+
+extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *sa, socklen_t *salen);
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+			      struct sockaddr *sa, socklen_t *salen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, sa, salen);
+}
