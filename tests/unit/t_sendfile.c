@@ -10,7 +10,9 @@
  *                     EAGAIN, then everything arrives once the peer reads
  *   splice_in         pipe -> socket (a writer thread feeds the pipe)
  *   splice_out        socket -> pipe (a reader thread drains the pipe);
- *                     SPLICE_F_NONBLOCK on an empty socket: EAGAIN; EOF: 0
+ *                     an empty O_NONBLOCK socket: EAGAIN; SPLICE_F_NONBLOCK
+ *                     alone still waits for the socket (it is about the
+ *                     pipe); EOF: 0
  *
  * Every byte is pattern-checked by the receiver.  Each check runs in its own
  * process and must leave its connections on shared memory, and the rings
@@ -259,6 +261,13 @@ static void *feed(void *arg)
 	return NULL;
 }
 
+/* The same, after 100 ms. */
+static void *feed_late(void *arg)
+{
+	t_msleep(100);
+	return feed(arg);
+}
+
 static void check_splice_in(void)
 {
 	struct t_stats before;
@@ -312,6 +321,27 @@ static void check_splice_out(void)
 	t_assert(n == -1 && errno == EAGAIN, "splice from an empty socket: %zd %s", n,
 		 t_errname(errno));
 	t_set_nonblock(c, false);
+	/* On a blocking socket SPLICE_F_NONBLOCK does not make the socket side
+	 * non-blocking: the call waits for the data written a little later. */
+	{
+		struct feeder late = { s, 66, 100 };
+		struct reader rr = { p[0], 66, 0, 100 };
+		pthread_t tl;
+
+		if (pthread_create(&tl, NULL, feed_late, &late))
+			t_fail("pthread_create");
+		n = splice(c, NULL, p[1], NULL, 100, SPLICE_F_NONBLOCK);
+		t_assert(n > 0, "SPLICE_F_NONBLOCK on a blocking socket: %zd %s", n,
+			 n < 0 ? t_errname(errno) : "");
+		while (n < 100) {
+			ssize_t m = splice(c, NULL, p[1], NULL, 100 - (size_t)n, 0);
+
+			t_assert(m > 0, "splice: %zd", m);
+			n += m;
+		}
+		pthread_join(tl, NULL);
+		read_range(&rr);
+	}
 	fe = (struct feeder){ s, 6, payload };
 	r = (struct reader){ p[0], 6, 0, payload };
 	if (pthread_create(&tf, NULL, feed, &fe))
