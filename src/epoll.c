@@ -163,13 +163,31 @@ static struct usmc_epreg *sibling_bell(struct usmc_epreg *r)
 	return NULL;
 }
 
+/*
+ * Every enabled, translated record is on the ready list, on the watch list
+ * or armed: whatever happens on its rings is seen by the next epoll_wait
+ * (from the ready list), by a peek (watch list) or by the peer's doorbell
+ * (armed).  Records leave the ready list for the watch list, and the watch
+ * list for arming once idle.
+ */
 void ep_ready_push(struct usmc_epreg *r)
 {
+	r->armed = false;	/* conservative: re-armed once it leaves the list */
 	if (r->on_ready)
 		return;
 	r->on_ready = true;
 	r->ready_next = r->ep->ready;
 	r->ep->ready = r;
+}
+
+void ep_watch(struct usmc_epreg *r)
+{
+	r->idle = 0;
+	if (r->on_watch)
+		return;
+	r->on_watch = true;
+	r->watch_next = r->ep->watch;
+	r->ep->watch = r;
 }
 
 /* Kernel entries for a translated record. */
@@ -333,6 +351,13 @@ static void reg_unlink(struct usmc_epreg *r)
 		for (pp = &r->ep->ready; *pp; pp = &(*pp)->ready_next)
 			if (*pp == r) {
 				*pp = r->ready_next;
+				break;
+			}
+	}
+	if (r->on_watch) {
+		for (pp = &r->ep->watch; *pp; pp = &(*pp)->watch_next)
+			if (*pp == r) {
+				*pp = r->watch_next;
 				break;
 			}
 	}

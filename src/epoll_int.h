@@ -33,6 +33,9 @@ struct usmc_epreg {
 	bool bell;			/* this record owns the (ep, sk) doorbell entry */
 	bool disabled;			/* EPOLLONESHOT fired */
 	bool on_ready;
+	bool on_watch;			/* on ep->watch: looked at by every call */
+	bool armed;			/* our arm is out: the peer rings on news */
+	uint8_t idle;			/* watch passes without news */
 	bool edge;			/* an event arrived since last reported (ET) */
 	uint64_t reported;		/* epoll_wait call that last reported it */
 	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
@@ -41,6 +44,7 @@ struct usmc_epreg {
 	struct usmc_epreg *ep_next, *ep_prev;
 	struct usmc_epreg *sk_next;
 	struct usmc_epreg *ready_next;
+	struct usmc_epreg *watch_next;
 	struct usmc_epreg *free_next;
 } __attribute__((aligned(8)));
 
@@ -48,7 +52,8 @@ struct usmc_ep {
 	int refs;			/* descriptors referring to this instance */
 	uint32_t spin_ns;		/* adaptive spin budget */
 	struct usmc_epreg *regs;
-	struct usmc_epreg *ready;
+	struct usmc_epreg *ready;	/* may be ready: looked at by every call */
+	struct usmc_epreg *watch;	/* not ready, not armed: peeked by every call */
 	int ntranslated;
 	int nforeign;			/* pass-through registrations (approximate) */
 	uint64_t seen_gen;
@@ -65,6 +70,7 @@ int ep_fd_of(struct usmc_ep *ep);
 struct usmc_ep *ep_lookup(int epfd);
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
+void ep_watch(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
 void ep_reg_sync(struct usmc_epreg *r);
 void ep_tcp_event(struct usmc_epreg *r);

@@ -129,6 +129,8 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, u
 			if (r->events & (EPOLLET | EPOLLONESHOT)) {
 				*pp = r->ready_next;
 				r->on_ready = false;
+				if (!r->disabled)
+					ep_watch(r);	/* edge-triggered: news later */
 				continue;
 			}
 			pp = &r->ready_next;
@@ -136,6 +138,7 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, u
 		}
 		*pp = r->ready_next;
 		r->on_ready = false;
+		ep_watch(r);
 	}
 	return n;
 }
@@ -156,6 +159,8 @@ bool ep_arm_all(struct usmc_ep *ep)
 		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
 			ep_ready_push(r);
 			ready = true;
+		} else {
+			r->armed = true;
 		}
 	}
 	return ready;
@@ -200,6 +205,7 @@ void usmc_epoll_mark_nested(int epfd)
 	ep = ep_lookup(epfd);
 	if (ep && !ep->nested) {
 		ep->nested = true;
+		ep_arm_all(ep);
 		ep_selfev_update(ep, epfd);
 	}
 	pthread_mutex_unlock(&ep_lock);
@@ -229,6 +235,44 @@ static void ep_resync(struct usmc_ep *ep)
 				r->tcp_out = true;
 			ep_ready_push(r);
 		}
+	}
+}
+
+#define EP_IDLE_ARM	16	/* watch passes without news before arming */
+
+/*
+ * Look at the records that are neither ready nor armed.  Doorbells are
+ * only worth their cost (a system call for the peer per message) while we
+ * sleep, so a busy caller peeks at its connections instead; a record that
+ * stays quiet for EP_IDLE_ARM calls is armed once and leaves the list, so
+ * idle connections cost nothing per call.  Caller holds ep_lock.
+ */
+static void ep_watch_scan(struct usmc_ep *ep)
+{
+	struct usmc_epreg **pp = &ep->watch, *r;
+
+	while ((r = *pp)) {
+		if (r->on_ready || r->armed || r->disabled || !r->translated) {
+			*pp = r->watch_next;
+			r->on_watch = false;
+			continue;
+		}
+		if (reg_due(r)) {
+			*pp = r->watch_next;
+			r->on_watch = false;
+			ep_ready_push(r);
+			continue;
+		}
+		if (++r->idle < EP_IDLE_ARM) {
+			pp = &r->watch_next;
+			continue;
+		}
+		*pp = r->watch_next;
+		r->on_watch = false;
+		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r))
+			ep_ready_push(r);
+		else
+			r->armed = true;
 	}
 }
 
@@ -335,6 +379,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		bool hit = false;
 
 		ep_resync(ep);
+		ep_watch_scan(ep);
 		n = ready_collect(ep, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;

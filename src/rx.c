@@ -238,10 +238,30 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	return (ssize_t)done;
 }
 
-/* splice(2) out of a shared-memory connection into a pipe or file. */
+/*
+ * How much a write into pipe fd may carry without blocking: 0 when the pipe
+ * is full.  Pipe buffers are page-granular, so this is an estimate; it only
+ * serves SPLICE_F_NONBLOCK, where the kernel would return EAGAIN.
+ */
+static size_t pipe_room(int fd, size_t want)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int cap, queued = 0;
+
+	if (sys_poll(&p, 1, 0) <= 0 || !(p.revents & POLLOUT))
+		return 0;
+	cap = sys_fcntl(fd, F_GETPIPE_SZ, 0);
+	if (cap <= 0 || sys_ioctl(fd, FIONREAD, &queued) || queued >= cap)
+		return want;
+	return MIN(want, (size_t)(cap - queued));
+}
+
+/* splice(2) out of a shared-memory connection into a pipe. */
 ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags)
 {
-	bool nonblock = (flags & SPLICE_F_NONBLOCK) || sk_flag(sk, SKF_NONBLOCK);
+	/* As tcp_splice_read(): SPLICE_F_NONBLOCK concerns the pipe only; the
+	 * socket side blocks unless the socket itself is non-blocking. */
+	bool nonblock = sk_flag(sk, SKF_NONBLOCK);
 	ssize_t r = 0;
 	int rc;
 
@@ -266,6 +286,13 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 		if (prod != head) {
 			size_t n = ring_span(sk->size, head, MIN((size_t)(prod - head), len));
 
+			if (flags & SPLICE_F_NONBLOCK) {
+				n = pipe_room(out_fd, n);
+				if (!n) {
+					r = -EAGAIN;
+					break;
+				}
+			}
 			r = sys_write(out_fd, sk->rx_ring + (head & (sk->size - 1)), n);
 			if (r > 0) {
 				STORE_RELEASE(&sk->rx_c->cons, head + (uint64_t)r);
