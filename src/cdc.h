@@ -11,6 +11,7 @@
  *
  *     head = ring_head(cons, skip_to, prod)
  *     0 <= prod - head <= size          (bytes readable)
+ *     prod < CDC_CURSOR_LIMIT           (nothing below ever wraps)
  *     position in the ring = cursor & (size - 1)
  *
  * Rewind: when the sender finds the ring empty (head == prod) it may move
@@ -138,13 +139,22 @@ static inline uint64_t ring_free(uint64_t prod, uint64_t cons, uint32_t size)
 	return size - (prod - cons);
 }
 
-/* A cursor pair is sane: head <= prod <= head + size (head from ring_head()). */
+/*
+ * Cursors count bytes from 0 and stay below 2^63 (decades of traffic on one
+ * slot generation), so prod + size, ring_rewind() and every difference of
+ * two cursors are exact.  A peer that sets one beyond breaks the rules.
+ */
+#define CDC_CURSOR_LIMIT	(1ULL << 63)
+
+/* A cursor pair is sane: head <= prod <= head + size (head from ring_head()),
+ * prod below CDC_CURSOR_LIMIT. */
 static inline bool ring_valid(uint64_t prod, uint64_t head, uint32_t size)
 {
-	return prod >= head && prod - head <= size;
+	return prod >= head && prod - head <= size && prod < CDC_CURSOR_LIMIT;
 }
 
-/* Sender, ring empty at prod: where the next byte goes after a rewind. */
+/* Sender, ring empty at prod: where the next byte goes after a rewind.
+ * Precondition: prod < CDC_CURSOR_LIMIT (ring_valid()). */
 static inline uint64_t ring_rewind(uint64_t prod, uint32_t size)
 {
 	return (prod + size - 1) & ~((uint64_t)size - 1);
