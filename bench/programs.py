@@ -105,7 +105,7 @@ def fmt_ratio(r):
         return "%.1fx" % r
     if r >= 0.095:
         return "%.2fx" % r
-    return "%.3fx" % r
+    return "%.2gx" % r
 
 
 def stats_of(samples):
@@ -306,6 +306,7 @@ class Ctx:
         self.cfg, self.transport, self.cpus = cfg, transport, cpus
         self.dir = Path(tempfile.mkdtemp(prefix=tag + "-", dir=workdir))
         self.rundir = None
+        self.port = None
         self.n = 0
         self.commands = []
         self.perf_events = perf_events     # profile run: count these on both sides
@@ -344,12 +345,15 @@ class Ctx:
         s = pre + " ".join(shq(a) for a in self.wrap(argv, cpu))
         s = s.replace(str(self.cfg.build / "usmc"), "build/usmc")
         s = s.replace(str(self.dir), "$TMP")
+        if self.port:
+            s = re.sub(r"\b%d\b" % self.port, "$PORT", s)
         return s
 
     def start_server(self, argv_for_port, min_procs=1, extra_usmc=None, settle=0.1):
         last = ""
         for _ in range(4):
             port = free_port()
+            self.port = port
             argv = argv_for_port(port)
             self.n += 1
             p = PROCS.popen(self.wrap(argv, self.cpus[1]), self.env(extra_usmc),
@@ -610,7 +614,6 @@ http {{
     scgi_temp_path {tmp}/scgi;
     default_type application/octet-stream;
     sendfile on;
-    tcp_nopush on;
     keepalive_timeout 60;
     keepalive_requests 1000000000;
     server {{
@@ -766,7 +769,10 @@ def parse_perf_csv(path):
         except ValueError:
             continue
         name = f[2]
-        if name.startswith("syscalls:sys_enter_"):
+        if name == "task-clock":
+            # perf prints it in msec; keep CPU time in microseconds
+            name, val = "cpu_us", val * (1000.0 if f[1] == "msec" else 1e-3)
+        elif name.startswith("syscalls:sys_enter_"):
             name = "sys_" + name[len("syscalls:sys_enter_"):]
         elif name == "raw_syscalls:sys_enter":
             name = "syscalls"
@@ -1144,7 +1150,11 @@ def target_rows(prog, bench, placement):
                 usmc = bench_metric(b, src[2], src[3], "usmc")
                 if not tcp:
                     continue
-                label = "`usmc bench` %s, %s" % (src[2], src[3])
+                try:
+                    mlabel = b["workloads"][src[2]]["metrics"][src[3]]["label"]
+                except KeyError:
+                    mlabel = src[3]
+                label = "`usmc bench` %s, %s" % (src[2], mlabel)
                 if run == "busy":
                     label += " (--busy-poll %s)" % b.get("config", {}).get("busy_poll_us")
                 paired = bench_paired(b, src[2], src[3])
@@ -1512,11 +1522,12 @@ def write_doc(prog, bench, docdir, files, final):
         add("*No profile in this JSON (run with `--profile`; needs `perf`).*  Client and "
             "server CPU per operation are from the measured runs.")
     add("")
-    for placement, title in (("apart", "different CPUs"), ("same", "same CPU")):
+    for placement, title in (("apart", "Client and server on different CPUs"),
+                             ("same", "Client and server on the same CPU")):
         paras = where_time_goes(prog, placement)
         if not paras:
             continue
-        add("### %s" % title.capitalize())
+        add("### %s" % title)
         add("")
         for p in paras:
             add(p)
@@ -1524,11 +1535,18 @@ def write_doc(prog, bench, docdir, files, final):
 
     add("## Exact commands")
     add("")
-    add("Regenerate everything (measures, runs `usmc bench`, writes this file and "
-        "docs/perf/):")
+    add("The measurements in docs/perf/%s were taken with:" % files.get("programs_json",
+                                                                       "programs.json"))
     add("")
     add("```sh")
     add(cfg.get("command_line", "/usr/bin/python3 bench/programs.py --doc"))
+    add("```")
+    add("")
+    add("The final quiet-machine run (measures, runs `usmc bench`, writes this file and "
+        "docs/perf/; about %s minutes with 5 repetitions):" % "20")
+    add("")
+    add("```sh")
+    add("/usr/bin/python3 bench/programs.py --doc --final --reps 5")
     add("```")
     add("")
     add("Regenerate the document from the committed JSON without measuring:")
@@ -1553,9 +1571,21 @@ def write_doc(prog, bench, docdir, files, final):
             add("")
         add("```")
         add("")
-    if bench:
-        add("`usmc bench` runs: " + "; ".join("`%s`" % b.get("command", "") for b in
-                                              bench.values()))
+    cmds = [b["command"] for b in (bench or {}).values() if b.get("command")]
+    if cmds:
+        add("`usmc bench` runs:")
+        add("")
+        add("```sh")
+        md.extend(cmds)
+        add("```")
+        add("")
+    if pl and any(n.startswith("nginx") for n in pl["workloads"]):
+        add("nginx.conf (`{workers}` = %s, `{root}` holds `index.html`, %s bytes):" % (
+            cfg.get("nginx_workers", "?"), cfg.get("nginx_file", "?")))
+        add("")
+        add("```nginx")
+        add(NGINX_CONF.replace("{{", "{").replace("}}", "}").rstrip())
+        add("```")
         add("")
     add("Raw data: [docs/perf/%s](perf/%s) (this script, every run with its usmc counters) "
         "and [docs/perf/%s](perf/%s) (`usmc bench --json`, keyed by run)." % (
@@ -1602,7 +1632,7 @@ def machine_info(cpus):
         pass
     return {"cpus": os.cpu_count(), "cpu_model": model,
             "kernel": "%s %s %s" % (platform.system(), platform.release(), platform.machine()),
-            "loadavg_before": Path("/proc/loadavg").read_text().split()[0:3]}
+            "loadavg_before": " ".join(Path("/proc/loadavg").read_text().split()[0:3])}
 
 
 def parse_args(argv):
@@ -1614,8 +1644,9 @@ def parse_args(argv):
     ap.add_argument("--build", default=str(REPO / "build"),
                     help="directory with usmc and libusmc.so (default: build/)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
-    ap.add_argument("--duration", type=float, default=2.0,
-                    help="seconds per sockperf/wrk run (default 2)")
+    ap.add_argument("--duration", type=int, default=2,
+                    help="whole seconds per sockperf/wrk run (default 2; sockperf adds "
+                         "about 2.5 s of its own warm-up and start)")
     ap.add_argument("--cpus", default="0,1", help="client CPU,server CPU (default 0,1)")
     ap.add_argument("--same-cpu", action="store_true",
                     help="also run with client and server on the client's CPU")
@@ -1669,7 +1700,7 @@ def parse_args(argv):
         if args.workloads is None:
             args.workloads = "quick"
         args.reps = 1 if "--reps" not in " ".join(argv) else args.reps
-        args.duration = 1.0 if "--duration" not in " ".join(argv) else args.duration
+        args.duration = 1 if "--duration" not in " ".join(argv) else args.duration
         if "--redis-requests" not in " ".join(argv):
             args.redis_requests = 20000
     wl = args.workloads or "all"
@@ -1698,6 +1729,8 @@ def parse_args(argv):
     args.bench_args = args.bench_args.split()
     if args.reps < 1:
         ap.error("--reps must be >= 1")
+    if args.duration < 1:
+        ap.error("--duration must be >= 1 (sockperf -t and wrk -d take whole seconds)")
     return args
 
 
@@ -1761,7 +1794,7 @@ def main(argv):
                     shutil.rmtree(workdir, ignore_errors=True)
                 elif os.path.isdir(workdir):
                     log("programs.py: logs kept in %s" % workdir)
-            res["machine"]["loadavg_after"] = Path("/proc/loadavg").read_text().split()[0:3]
+            res["machine"]["loadavg_after"] = " ".join(Path("/proc/loadavg").read_text().split()[0:3])
             res["finished"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
             res["ok"] = not res["failures"] and all(
                 w["usmc_check"]["ok"] for p in res["placements"].values()
@@ -1770,7 +1803,10 @@ def main(argv):
         if cfg.json:
             Path(cfg.json).write_text(json.dumps(res, indent=1) + "\n")
         if cfg.plot:
-            plot(res, cfg.plot)
+            try:
+                plot(res, cfg.plot)
+            except ImportError as e:
+                log("programs.py: cannot plot without matplotlib (%s)" % e)
         if cfg.doc:
             docdir = Path(cfg.doc_dir)
             perf = docdir / "perf"
@@ -1788,7 +1824,11 @@ def main(argv):
             if not (cfg.bench_json and
                     Path(cfg.bench_json).resolve() == (perf / "usmc-bench.json").resolve()):
                 (perf / "usmc-bench.json").write_text(json.dumps(bench, indent=1) + "\n")
-            plot(res, perf / "programs.png")
+            try:
+                plot(res, perf / "programs.png")
+            except ImportError as e:
+                files["programs_png"] = None
+                log("programs.py: no plot (%s)" % e)
             if "apart" in bench:
                 tmpj = perf / ".usmc-bench-apart.json"
                 tmpj.write_text(json.dumps(bench["apart"]))
