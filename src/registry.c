@@ -136,8 +136,8 @@ struct usmc_registry *usmc_registry_get(void)
 	return reg_get();
 }
 
-/* Copy a listener record if it is valid; false when free or in flux. */
-static bool listener_read(const struct usmc_reg_listener *src, struct usmc_reg_listener *dst)
+bool usmc_registry_listener_read(const struct usmc_reg_listener *src,
+				 struct usmc_reg_listener *dst)
 {
 	int tries;
 
@@ -155,7 +155,7 @@ static bool listener_read(const struct usmc_reg_listener *src, struct usmc_reg_l
 	return false;
 }
 
-static bool netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst)
+bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst)
 {
 	int tries;
 
@@ -190,7 +190,7 @@ int usmc_registry_add(const struct usmc_reg_listener *rec)
 			continue;
 		tmp.seq = 1;
 		shm_store_words(l, &tmp, sizeof(tmp));
-		/* pairs with the acquire load in listener_read() */
+		/* pairs with the acquire load in usmc_registry_listener_read() */
 		STORE_RELEASE(&l->seq, 2);
 		atomic_fetch_add(&reg_get()->portcnt[rec->addr.port], 1);
 		return i;
@@ -295,7 +295,7 @@ static bool netns_has_addr(uint64_t ns, const struct usmc_addr *a)
 	struct usmc_reg_netns *n = netns_slot(ns, false), copy = { 0 };
 	uint32_t i;
 
-	if (!n || !netns_read(n, &copy))
+	if (!n || !usmc_registry_netns_read(n, &copy))
 		return false;
 	for (i = 0; i < copy.naddrs; i++)
 		if (usmc_addr_ip_eq(&copy.addrs[i], a))
@@ -323,7 +323,7 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
 		const struct usmc_reg_listener *l = &r->l[i];
 
-		if (l->addr.port != dst->port || !listener_read(l, &copy))
+		if (l->addr.port != dst->port || !usmc_registry_listener_read(l, &copy))
 			continue;
 		if (copy.addr.port != dst->port)
 			continue;
@@ -397,7 +397,7 @@ int usmc_registry_gc(void)
 		struct usmc_reg_listener copy;
 		int fd;
 
-		if (!listener_read(&reg_get()->l[i], &copy))
+		if (!usmc_registry_listener_read(&reg_get()->l[i], &copy))
 			continue;
 		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
 		fd = usmc_rundir_open(name, O_RDONLY, 0);

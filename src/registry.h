@@ -75,6 +75,16 @@ int usmc_registry_publish_addrs(bool force);
  */
 int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out);
 
+/*
+ * Copy a record that other processes write (seqlock): true with *dst a
+ * consistent copy of a published record; false when the record is free or
+ * was in flux for every try, or (namespace) names more than USMC_REG_ADDRS
+ * addresses.  Exposed for the fuzz targets (tests/fuzz/fuzz_registry.c).
+ */
+bool usmc_registry_listener_read(const struct usmc_reg_listener *src,
+				 struct usmc_reg_listener *dst);
+bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst);
+
 /* Drop records whose listener index is gone or unlocked; returns count. */
 int usmc_registry_gc(void);
 
