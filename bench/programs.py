@@ -120,10 +120,17 @@ def stats_of(samples):
 # --------------------------------------------------------------------------
 
 class Procs:
-    """Every process this script starts (own session = own process group)."""
+    """Every process this script starts (own session = own process group).
+
+    A process group is signalled only while its leader is not yet reaped
+    (alive, or a zombie we have not collected): the leader's pid then stays
+    allocated and cannot be reused, so a signal can never reach someone
+    else's processes (pid_max is often 32768).  Exits are detected with
+    waitid(WNOWAIT), the group is SIGKILLed while the leader is a zombie,
+    and only then is the leader reaped."""
 
     def __init__(self):
-        self.live = {}      # pid -> argv
+        self.live = {}      # pid -> Popen, not reaped yet
 
     def popen(self, argv, env, log, cwd=None):
         argv = [str(a) for a in argv]
@@ -132,61 +139,82 @@ class Procs:
                                  start_new_session=True, cwd=cwd)
         p.log = Path(log)
         p.argv = argv
-        self.live[p.pid] = argv
+        p.reaped = False
+        self.live[p.pid] = p
         return p
 
-    def killpg(self, pid, sig):
+    @staticmethod
+    def exited(p):
+        """True once p has exited (without reaping it)."""
+        if p.reaped:
+            return True
         try:
-            os.killpg(pid, sig)
+            return os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def alive(self, p):
+        return not self.exited(p)
+
+    def _killpg(self, p, sig):
+        if p.reaped:
+            return
+        try:
+            os.killpg(p.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
-    def stop(self, p, sig=signal.SIGTERM, grace=3.0):
-        """Signal the group, give it grace seconds, then SIGKILL the group."""
-        if p.poll() is None:
-            self.killpg(p.pid, sig)
+    def _wait_exit(self, p, timeout):
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while not self.exited(p):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return True
+
+    def _reap(self, p, rusage=False):
+        cpu = None
+        if not p.reaped:
             try:
-                p.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
+                _, status, ru = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(status)
+                cpu = ru.ru_utime + ru.ru_stime
+            except ChildProcessError:
                 pass
-        # Children (nginx workers) may outlive the leader.
-        self.killpg(p.pid, signal.SIGKILL)
-        try:
-            p.wait(timeout=5)
-        except (subprocess.TimeoutExpired, ChildProcessError):
-            pass
+            p.reaped = True
         self.live.pop(p.pid, None)
+        return cpu
+
+    def stop(self, p, sig=signal.SIGTERM, grace=3.0):
+        """Signal the group, give the leader grace seconds, SIGKILL the
+        group (children such as nginx workers may outlive the leader), reap."""
+        if p.reaped:
+            return
+        if not self.exited(p):
+            self._killpg(p, sig)
+            self._wait_exit(p, grace)
+        self._killpg(p, signal.SIGKILL)
+        self._wait_exit(p, 10)
+        self._reap(p)
 
     def wait_rusage(self, p, timeout):
         """Wait for p with a deadline (SIGKILL of its group after it);
         returns (exit code, user+system CPU seconds of p and its children)."""
-        deadline = time.monotonic() + timeout
-        delay = 0.001
-        while True:
-            try:
-                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            except ChildProcessError:
-                raise RuntimeError("lost child %d" % p.pid)
-            if pid == p.pid:
-                p.returncode = os.waitstatus_to_exitcode(status)
-                self.killpg(p.pid, signal.SIGKILL)   # leftovers of the group
-                self.live.pop(p.pid, None)
-                return p.returncode, ru.ru_utime + ru.ru_stime
-            if time.monotonic() > deadline:
-                self.stop(p, signal.SIGKILL, 0)
-                raise RuntimeError("%s did not finish within %.0f s" % (p.argv[0], timeout))
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
+        if not self._wait_exit(p, timeout):
+            self.stop(p, signal.SIGKILL, 0)
+            raise RuntimeError("%s did not finish within %.0f s" % (p.argv[0], timeout))
+        self._killpg(p, signal.SIGKILL)      # leftovers of the group
+        cpu = self._reap(p)
+        return p.returncode, cpu
 
     def kill_all(self):
-        for pid in list(self.live):
-            self.killpg(pid, signal.SIGKILL)
-        for pid in list(self.live):
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-            self.live.pop(pid, None)
+        for p in list(self.live.values()):
+            self._killpg(p, signal.SIGKILL)
+        for p in list(self.live.values()):
+            self._wait_exit(p, 10)
+            self._reap(p)
 
 
 PROCS = Procs()
@@ -250,6 +278,23 @@ def maps_has_usmc(pid):
         return "libusmc" in Path("/proc/%d/maps" % pid).read_text()
     except OSError:
         return None
+
+
+def preload_of(p, program, timeout=3.0):
+    """Whether libusmc.so is mapped in p once it runs `program` (after the
+    taskset / usmc run execs) and the dynamic loader has mapped libc; None
+    if p exits before that can be seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and PROCS.alive(p):
+        try:
+            exe = os.path.basename(os.readlink("/proc/%d/exe" % p.pid))
+            maps = Path("/proc/%d/maps" % p.pid).read_text()
+        except OSError:
+            return None
+        if exe == program and "libc.so" in maps:
+            return "libusmc" in maps
+        time.sleep(0.002)
+    return None
 
 
 def free_port():
@@ -359,7 +404,7 @@ class Ctx:
             p = PROCS.popen(self.wrap(argv, self.cpus[1]), self.env(extra_usmc),
                             self.dir / ("%02d-server" % self.n), cwd=str(self.dir))
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and p.poll() is None:
+            while time.monotonic() < deadline and PROCS.alive(p):
                 ok = listening(p.pid, port) and len(group_pids(p.pid)) >= min_procs
                 if ok and self.rundir is not None:
                     ok = any(n.startswith("ln-") for n in os.listdir(self.rundir))
@@ -400,8 +445,7 @@ class Ctx:
             self.perf_files.setdefault("clients", []).append(out)
         p = PROCS.popen(cmd, self.env(extra_usmc), self.dir / ("%02d-client" % self.n),
                         cwd=str(self.dir))
-        time.sleep(0.05)
-        pre = maps_has_usmc(p.pid) if not self.perf_events else None
+        pre = preload_of(p, os.path.basename(str(argv[0]))) if not self.perf_events else None
         rc, cpu = PROCS.wait_rusage(p, timeout)
         text = proc_output(p)
         if rc != 0:
@@ -422,6 +466,7 @@ class Ctx:
     def check_preload(self, server):
         want = self.transport == "usmc"
         got = [server.preload, getattr(self, "client_preload", None)]
+        self.preload_seen = {"server": got[0], "client": got[1]}
         for who, g in zip(("server", "client"), got):
             if g is not None and g != want:
                 raise RuntimeError("%s: libusmc.so %s mapped in the %s run" % (
@@ -724,7 +769,9 @@ DEFAULT_WORKLOADS = list(WORKLOADS)
 QUICK_WORKLOADS = ["pp14", "tp64k", "redis-c50", "nginx-ka"]
 
 # Counted in profile runs (perf stat, software events and syscall tracepoints).
-PROFILE_SYSCALLS = ["read", "write", "recvfrom", "sendto", "readv", "writev", "recvmsg",
+PROFILE_SYSCALLS = ["pread64", "newfstatat", "fstat", "lseek", "mknodat", "fallocate",
+                    "unlinkat", "getsockname", "getpeername", "splice", "tgkill", "madvise",
+                    "read", "write", "recvfrom", "sendto", "readv", "writev", "recvmsg",
                     "sendmsg", "sendfile64", "epoll_wait", "epoll_pwait", "epoll_ctl", "poll",
                     "ppoll", "select", "pselect6", "futex", "fcntl", "accept4", "accept",
                     "connect", "socket", "close", "shutdown", "setsockopt", "getsockopt",
@@ -812,6 +859,8 @@ def run_one(cfg, name, transport, cpus, rep, workdir, perf_events=None):
     finally:
         run["wall_s"] = round(time.monotonic() - t0, 2)
         run["commands"] = ctx.commands
+        if getattr(ctx, "preload_seen", None):
+            run["libusmc_mapped"] = ctx.preload_seen
         ctx.cleanup(cfg.keep_logs or not run["ok"])
         if not run["ok"]:
             run["logs"] = str(ctx.dir)
@@ -1305,7 +1354,8 @@ def cpu_split(prog, placement, wl, t):
 
 
 def where_time_goes(prog, placement):
-    """One paragraph per workload: measured costs per operation, both sides."""
+    """One paragraph per workload: measured costs per operation, both sides,
+    what they mean, and the library overheads the counts show."""
     prof = (prog or {}).get("profile") or {}
     pl = (prog or {}).get("placements", {}).get(placement)
     if not pl:
@@ -1328,55 +1378,141 @@ def where_time_goes(prog, placement):
         note = WHY.get(name)
         if note:
             lines.append(note)
+        findings = overheads(prog, prof, placement, name, unit)
+        if findings:
+            lines.append("*Library overheads in these counts:* " + " ".join(findings))
         out.append(" ".join(lines))
+    return out
+
+
+def overheads(prog, prof, placement, name, unit):
+    """Sentences about what the usmc side does beyond the application's own
+    system calls, each only when the profile shows it (so a regenerated
+    document never describes an overhead that a newer library removed)."""
+    out = []
+
+    def g(t, side, key):
+        return pget(prof, placement, name, t, side, key) or 0.0
+
+    for side in ("client", "server"):
+        extra = {k: g("usmc", side, "sys_" + k) - g("tcp", side, "sys_" + k)
+                 for k in ("getsockopt", "fcntl", "epoll_ctl", "futex", "sched_yield",
+                           "mknodat", "fallocate", "recvfrom", "poll")}
+        if extra["getsockopt"] >= 0.2:
+            out.append("The %s makes %s `getsockopt` per %s that the program does not: "
+                       "the library's own (e.g. `usmc_sock_timeout` reads SO_RCVTIMEO/SO_SNDTIMEO "
+                       "whenever a blocking call has to wait, before it spins)." % (
+                           side, fnum(extra["getsockopt"]), unit))
+        if extra["fcntl"] >= 0.5:
+            out.append("%s %s extra `fcntl` per %s (the library's own, e.g. the `F_GETFD` "
+                       "check on every `EPOLL_CTL_MOD` of a shared-memory socket)." % (
+                           side.capitalize(), fnum(extra["fcntl"]), unit))
+        if extra["epoll_ctl"] >= 0.5:
+            out.append("%s %s more kernel `epoll_ctl` per %s than with TCP (%s vs %s): an "
+                       "`EPOLL_CTL_ADD`/`DEL` of a shared-memory socket becomes two kernel "
+                       "calls, one for the TCP socket and one for the doorbell FIFO." % (
+                           side.capitalize(), fnum(extra["epoll_ctl"]), unit,
+                           fnum(g("usmc", side, "sys_epoll_ctl")),
+                           fnum(g("tcp", side, "sys_epoll_ctl"))))
+        if extra["futex"] >= 0.2:
+            out.append("%s %s `futex` per %s: after each sleep on the doorbell the library "
+                       "wakes possible follower threads (`FUTEX_WAKE`), even in a "
+                       "single-threaded program." % (side.capitalize(), fnum(extra["futex"]),
+                                                     unit))
+        if extra["sched_yield"] >= 0.1:
+            out.append("%s %s `sched_yield` per %s: a server that accepted before the "
+                       "client's proposal waits for clients in flight (`wait_connecting`: "
+                       "20 µs of spinning, then yields)." % (
+                           side.capitalize(), fnum(extra["sched_yield"]), unit))
+        if extra["mknodat"] >= 0.5 or extra["fallocate"] >= 0.5:
+            out.append("%s %s `mknodat` and %s `fallocate` per %s: doorbell FIFOs are "
+                       "created (EEXIST when the slot is reused) and ring memory backed "
+                       "again for every connection." % (
+                           side.capitalize(), fnum(g("usmc", side, "sys_mknodat")),
+                           fnum(g("usmc", side, "sys_fallocate")), unit))
+    # Doorbells rung for waiters that did not sleep.
+    try:
+        u = prof[placement][name]["usmc"]["usmc"]
+    except (KeyError, TypeError):
+        u = {}
+    bells = u.get("doorbells") or 0
+    cs = g("usmc", "client", "context-switches") + g("usmc", "server", "context-switches")
+    if bells >= 0.3 and cs < 0.25 * bells:
+        out.append("Doorbells are rung %s times per %s but both sides together switch "
+                   "context only %s times: most rings (a `write(2)` each) find a peer that "
+                   "armed its doorbell and then did not sleep." % (fnum(bells), unit,
+                                                                 fnum(cs)))
+    sleeps = u.get("sleeps") or 0
+    if name.startswith("pp") and sleeps > 2.2:
+        out.append("%s sleeps per round trip (two would do: one per message)." % fnum(sleeps))
+    # Busy-poll on one CPU.
+    if name == "pp14-busy":
+        try:
+            wl = prog["placements"][placement]["workloads"]
+            busy = wl["pp14-busy"]["metrics"]["lat_p50_us"]["usmc"]["median"]
+            plain = wl["pp14"]["metrics"]["lat_p50_us"]["usmc"]["median"]
+            cpus = prog["placements"][placement]["cpus"]
+        except (KeyError, TypeError):
+            busy = plain = None
+        if busy and plain and busy > 2 * plain and cpus[0] == cpus[1]:
+            out.append("With both ends on one CPU busy-poll makes usmc %.1f× slower than "
+                       "its default mode (p50 %s vs %s µs): the busy-poll budget is spent "
+                       "even when the peer, which must run on this CPU to answer, is "
+                       "waiting for it (the same-CPU rule applies to the adaptive spin "
+                       "only)." % (busy / plain, fnum(busy), fnum(plain)))
     return out
 
 
 # Fixed explanations per workload (what the numbers above mean); the numbers
 # themselves always come from the JSON.
 WHY = {
-    "pp14": "With TCP every message is a `sendto` plus a blocking `recvfrom` that sleeps, "
-            "so each round trip costs two scheduler wake-ups and the loopback stack twice. "
-            "With usmc the waiting side spins (adaptive, up to USMC_SPIN_US) on the peer's "
-            "producer cursor; when both run on separate CPUs the message is a cache-line "
-            "transfer and a round trip makes no system call at all.  On one CPU spinning "
-            "is off (the peer needs the CPU), so every message rings the doorbell (a FIFO "
-            "`write`) and the reader sleeps in `poll`: the usmc cost is then a context "
-            "switch per message, like TCP, minus the TCP stack.",
-    "pp14-busy": "Busy-poll spins for a fixed time instead of the adaptive budget; with the "
-                 "peer on another CPU the adaptive spin already catches every message, so "
-                 "the two modes should be alike; on one CPU busy-poll is overridden by the "
-                 "same-CPU rule.",
-    "tp64k": "TCP copies each 64 KB write into skbs and the receiver copies them out, with "
-             "wake-ups when the socket buffer fills or drains.  usmc copies straight into "
-             "the peer's 4 MB ring; the sender rarely finds the ring full, so doorbells are "
-             "rare and both sides do one copy per byte.  sockperf's own figure is the "
-             "sender's rate; the receiver's rate is taken from `sockperf sr -A`.",
-    "tp100": "sockperf tp with 100 B messages (Nagle on).  TCP coalesces the small writes "
-             "into larger segments; the receiver reads many messages per `recv`.  usmc "
-             "turns every `send` into a ring copy and a cursor update without a system "
-             "call; the receiver still calls `recv` once per message header and body as "
-             "sockperf does, but these never enter the kernel.",
-    "redis-c50": "redis-benchmark and redis-server are single-threaded `epoll` loops.  "
-                 "A request is one write, one read and several `epoll_ctl` calls on each "
-                 "side (ae toggles write interest per reply).  With usmc the reads and "
-                 "writes leave the kernel, but `epoll_wait`/`epoll_ctl` and the doorbell "
-                 "(when the peer sleeps) remain; the kernel `epoll_ctl` count per request "
-                 "above is what limits the gain.",
-    "redis-c200": "As redis-c50 with 200 connections: the server's `epoll_wait` returns "
-                  "more ready connections per call, so both TCP and usmc amortise their "
-                  "wake-ups over more requests.",
-    "redis-c50-P16": "Pipelining 16 requests per write amortises the event loop over 16 "
-                     "requests; what remains is copying 16 KB per batch, where shared "
-                     "memory saves the TCP stack per byte.",
-    "nginx-ka": "wrk (one thread, epoll) against nginx workers (epoll, sendfile).  With "
-                "usmc `sendfile` becomes a read from the file into the ring; "
-                "`epoll_wait`, `epoll_ctl`, `writev`/`sendfile` and `recvfrom` of the "
-                "application remain and are translated by the library.",
-    "nginx-close": "One connection per request: the cost is dominated by connection setup "
-                   "and teardown (socket, connect, accept4, close and the TCP handshake, "
-                   "which usmc keeps), plus, for usmc, the CLC proposal in shared memory, "
-                   "link-group slot reuse and the doorbell descriptors per connection.",
+    "pp14": "With TCP every message is a `sendto` plus a blocking `recvfrom`: each "
+            "round trip crosses the loopback stack twice and wakes a sleeping reader "
+            "twice.  With usmc a message is a copy into the peer's ring and a cursor "
+            "store; the waiting side first spins (adaptive, up to USMC_SPIN_US) on the "
+            "producer cursor, so with the peer on another CPU it sees the message as a "
+            "cache-line transfer, without entering the kernel for the data.  With both "
+            "on one CPU spinning is pointless (the peer needs the CPU): every message "
+            "then rings the doorbell (a FIFO `write`) and the reader sleeps in `poll`, "
+            "so usmc pays a context switch per message like TCP, plus the doorbell's "
+            "own system calls.",
+    "pp14-busy": "Busy-poll (USMC_BUSY_POLL) spins for a fixed time before sleeping "
+                 "instead of the adaptive budget.  With the peer on another CPU the "
+                 "adaptive spin already catches every message, so both modes should "
+                 "give the same latency.",
+    "tp64k": "TCP copies each 64 KB write into socket buffers and the receiver copies it "
+             "out, with wake-ups whenever the receive queue runs empty or the send buffer "
+             "full.  usmc copies straight into the peer's 4 MB ring and the receiver "
+             "copies out; a side waits (and, after its spin, sleeps) only when the ring is "
+             "empty or full.  sockperf's own figure is the sender's rate; the rate above "
+             "is the receiver's (`sockperf sr -A`).",
+    "tp100": "sockperf tp with 100 B messages, Nagle on.  With TCP the sender makes one "
+             "`sendto` per message and the kernel coalesces them, so the receiver gets "
+             "many messages per `recvfrom`.  With usmc a `send` is a copy into the ring "
+             "and a cursor store without a system call; the receiver takes whatever the "
+             "ring holds per `recv` (rx calls per message below one).",
+    "redis-c50": "redis-benchmark and redis-server are single-threaded `epoll` loops; "
+                 "the client (one CPU) is the bottleneck in both transports, so its CPU "
+                 "per request decides the rate.  redis-benchmark itself adds and removes "
+                 "its write interest around every request (`epoll_ctl` several times per "
+                 "request).  usmc removes the reads and writes from the kernel but not "
+                 "the `epoll_ctl` calls, and rings the server's doorbell when redis "
+                 "sleeps in `epoll_wait`.",
+    "redis-c200": "As redis-c50 with 200 connections: more ready connections per "
+                  "`epoll_wait` on the server, the same per-request work on the client.",
+    "redis-c50-P16": "16 requests per write: the event-loop costs are shared by 16 "
+                     "requests; what remains per request is mostly redis itself and "
+                     "copying 1 KB values.",
+    "nginx-ka": "wrk (one thread, `epoll`) against nginx workers (`epoll`, `sendfile`); "
+                "nginx opens and closes the file per request (no open_file_cache).  With "
+                "usmc the request and response bytes move through the rings and "
+                "`sendfile` becomes a read from the file into the ring; "
+                "`epoll_wait`/`epoll_ctl` and the doorbells remain in the kernel.",
+    "nginx-close": "One connection per request: socket, connect, accept4, close and the "
+                   "TCP handshake dominate, and usmc keeps all of them (the TCP connection "
+                   "stays open beside the rings); on top of that come the CLC proposal "
+                   "and answer in shared memory, the wake byte, link-group slot reuse and "
+                   "the epoll translation of a new socket.",
 }
 
 
@@ -1416,6 +1552,15 @@ def write_doc(prog, bench, docdir, files, final):
                       mach.get("kernel", "?"), (prog or {}).get("started", "?"),
                       (prog or {}).get("finished", "?"), cfg.get("reps", "?")))
     add("")
+    b = cfg.get("build")
+    if isinstance(b, dict):
+        mod = b.get("sources_modified") or []
+        add("Library measured: `%s/libusmc.so` (sha256 %s…, built %s), repository at %s%s%s." % (
+            b.get("dir", "?"), (b.get("lib_sha256") or "?")[:12], b.get("lib_mtime", "?"),
+            b.get("git_head", "?"),
+            " with uncommitted changes in %s" % ", ".join(mod[:8]) if mod else "",
+            "; a private copy was used for the whole run" if b.get("snapshot") else ""))
+        add("")
     add("Every usmc run is checked with `usmc stat --json` on its own fresh runtime "
         "directory: `smc_conns > 0`, `tcp_conns == 0`, no `tcp_fallback`, no handshake "
         "error; every TCP run is checked to have no `libusmc.so` mapped.  A workload marked "
@@ -1621,6 +1766,29 @@ def program_versions(names):
     return out
 
 
+def describe_build(build):
+    """Which library is measured: path, sha256, the repository's commit and
+    whether the library sources differ from it."""
+    import hashlib
+    info = {"dir": str(build)}
+    try:
+        info["lib_sha256"] = hashlib.sha256((build / "libusmc.so").read_bytes()).hexdigest()
+        info["lib_mtime"] = datetime.datetime.fromtimestamp(
+            (build / "libusmc.so").stat().st_mtime).astimezone().isoformat(timespec="seconds")
+    except OSError:
+        pass
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, timeout=10)
+        info["git_head"] = r.stdout.decode().strip() or None
+        r = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "cli",
+                            "Makefile"], capture_output=True, timeout=10)
+        info["sources_modified"] = sorted(line[3:] for line in r.stdout.decode().splitlines())
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return info
+
+
 def machine_info(cpus):
     model = "?"
     try:
@@ -1687,6 +1855,9 @@ def parse_args(argv):
                          "'--duration 1'")
     ap.add_argument("--load", metavar="FILE",
                     help="do not measure: use results from a previous --json/--doc run")
+    ap.add_argument("--no-snapshot", action="store_true",
+                    help="use --build in place instead of a private copy of usmc and "
+                         "libusmc.so (a concurrent `make` could then change them mid-run)")
     ap.add_argument("--keep-logs", action="store_true",
                     help="keep every run's scratch directory (failed runs are always kept)")
     args = ap.parse_args(argv)
@@ -1763,6 +1934,17 @@ def main(argv):
                 log("programs.py: --cpus %d,%d but only %d CPUs" % (cfg.cpus + (ncpu,)))
                 return 2
             workdir = tempfile.mkdtemp(prefix="usmc-programs-")
+            build_info = describe_build(cfg.build)
+            snap = None
+            if not cfg.no_snapshot:
+                # One consistent library for the whole run, whatever `make`
+                # others run in the meantime.
+                snap = Path(workdir) / "build"
+                snap.mkdir()
+                for f in ("usmc", "libusmc.so"):
+                    shutil.copy2(str(cfg.build / f), str(snap / f))
+                build_info["snapshot"] = True
+                cfg.build = snap
             started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
             res = {"tool": "bench/programs.py", "version": 1, "started": started,
                    "machine": machine_info(cfg.cpus),
@@ -1770,7 +1952,7 @@ def main(argv):
                               "cpus": list(cfg.cpus),
                               "placements": {n: list(c) for n, c in cfg.placements},
                               "workloads": cfg.workloads, "busy_poll_us": cfg.busy_poll,
-                              "env": cfg.env, "build": str(cfg.build),
+                              "env": cfg.env, "build": build_info,
                               "redis_requests": cfg.redis_requests,
                               "wrk_conns": cfg.wrk_conns, "wrk_threads": cfg.wrk_threads,
                               "nginx_workers": cfg.nginx_workers,
@@ -1790,6 +1972,8 @@ def main(argv):
                         res.setdefault("notes", []).append("no perf: profile skipped")
                         log("programs.py: perf not usable, profile skipped")
             finally:
+                if snap is not None:
+                    shutil.rmtree(str(snap), ignore_errors=True)
                 if not cfg.keep_logs and not os.listdir(workdir):
                     shutil.rmtree(workdir, ignore_errors=True)
                 elif os.path.isdir(workdir):
