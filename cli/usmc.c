@@ -58,6 +58,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "help";
 
 	usmc_options_load();
+	usmc_fault_mask = 0;	/* USMC_FAULT is for the library under test */
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "stat") || !strcmp(cmd, "stats"))

@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
 
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
@@ -164,6 +165,27 @@ static void conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 }
 
 /* Which listener does dst reach, and may we propose to it? */
+/*
+ * May this connection use shared memory at all?  A socket without fork-
+ * shared state (sock.c) cannot.  Descriptors: an accelerated connection
+ * holds two more (its doorbells); past 3/4 of RLIMIT_NOFILE we stop, so the
+ * application keeps a quarter of its descriptor space for itself and never
+ * sees EMFILE where plain TCP would not have.
+ */
+int usmc_conn_resources(const struct usmc_sock *sk, int fd)
+{
+	struct rlimit rl;
+
+	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
+		return USMC_R_MEM;
+	if (usmc_fault(USMC_FAULT_FDS))
+		return USMC_R_LIMIT;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)fd + USMC_CONN_FDS >= rl.rlim_cur - rl.rlim_cur / 4)
+		return USMC_R_LIMIT;
+	return 0;
+}
+
 static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 {
 	struct usmc_reg_listener rec;
@@ -204,6 +226,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	struct usmc_lgr *l = NULL;
 	uint32_t slot, gen;
 	int reason, rc, err, cslot = -1;
+	uint64_t epoch = 0;
 
 	if (sk->kind != SK_TCP || usmc_addr_from_sa(&sk->peer, sa, len))
 		return real.connect(fd, sa, len);
@@ -211,7 +234,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->role = 'C';
 	usmc_stats_attach();
 
-	reason = client_match(&sk->peer, &ln);
+	reason = usmc_conn_resources(sk, fd);
+	if (!reason)
+		reason = client_match(&sk->peer, &ln);
 	if (!reason)
 		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
 	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen))) {
@@ -220,7 +245,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	}
 	/* Announced before the SYN: a server that must decide first waits
 	 * for our proposal instead of missing it (clc.c, wait_connecting). */
-	cslot = reason ? -1 : usmc_clc_connect_begin(ln, l->id);
+	cslot = reason ? -1 : usmc_clc_connect_begin(ln, l->id, &epoch);
 	rc = real.connect(fd, sa, len);
 	err = rc ? errno : 0;
 	if (rc && err != EINPROGRESS) {
@@ -245,10 +270,12 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	else if (!reason)
 		reason = USMC_R_INTERNAL;
 	if (!reason) {
+		usmc_clc_connect_port(ln, cslot, sk->local.port);
 		sk->ctrl->c.client = sk->local;
 		sk->ctrl->c.server = sk->peer;
 		sk->ctrl->c.pid = (uint32_t)getpid();
 		memset(&prop, 0, sizeof(prop));
+		prop.epoch = epoch;
 		prop.lgr_id = sk->lgr->id;
 		prop.slot = sk->slot;
 		prop.gen = sk->gen;
@@ -398,6 +425,9 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	reason = usmc_clc_prop_check(p, &sk->peer);
 	if (reason)
 		return reason;
+	reason = usmc_conn_resources(sk, fd);
+	if (reason)
+		return reason;
 	rc = usmc_lgr_attach(p->lgr_id, &l);
 	if (rc) {
 		STAT_INC(handshake_errors);
@@ -429,6 +459,12 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		usmc_lgr_put(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
+	/* Ready: take the proposal.  Lost only to the client withdrawing
+	 * (it saw TCP bytes), which then goes on over TCP by itself. */
+	if (!usmc_clc_answer(sk->ln, &sk->peer, 0)) {
+		conn_unbind_slot(sk, false);
+		return USMC_R_WITHDRAWN;
+	}
 	c->s.pid = (uint32_t)getpid();
 	/* The answer; pairs with the acquire load in usmc_sock_refresh(). */
 	STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
@@ -439,25 +475,38 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	return 0;
 }
 
-/* Decline after a match: the client learns it from the control block. */
-static void server_decline(const struct usmc_clc_prop *p, int reason)
+/*
+ * Decline a matched proposal: in the index entry (needs nothing we may have
+ * run out of), then one byte on TCP that wakes the client wherever it
+ * sleeps; it consumes that byte (clc.h).  Best effort: tell the client's
+ * link group we will never use the slot, so it is free again at once.
+ * Returns false when the client withdrew first.
+ */
+static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_prop *p,
+			  int reason)
 {
+	static const char decline_byte = 0;
+	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+	bool gone, queued = true;
 	struct usmc_lgr *l;
-	int own, peer;
 
-	if (usmc_lgr_attach(p->lgr_id, &l))
-		return;
-	if (p->slot < l->nslots) {
-		struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
+	if (!usmc_clc_answer(ln, &p->client, reason))
+		return -1;
+	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* A client that already closed cannot move what it queued to TCP. */
+	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	if (!usmc_lgr_attach(p->lgr_id, &l)) {
+		if (p->slot < l->nslots) {
+			struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
 
-		if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
-			STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_DECLINE, reason));
-			STORE_RELEASE(&c->s.released_gen, p->gen);
-			if (!usmc_lgr_bells(l, p->slot, &own, &peer))
-				l->dev->signal(peer);
+			if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
+				queued = LOAD_ACQUIRE(&c->c2s_p.prod) != 0;
+				STORE_RELEASE(&c->s.released_gen, p->gen);
+			}
 		}
+		usmc_lgr_put(l);
 	}
-	usmc_lgr_put(l);
+	return gone && queued;
 }
 
 /* Act on a match result; caller holds sk->lock or owns sk exclusively. */
@@ -465,8 +514,14 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 {
 	if (!reason) {
 		reason = server_accept(sk, fd, p);
-		if (reason)
-			server_decline(p, reason);
+		if (reason && reason != USMC_R_WITHDRAWN) {
+			int lost = server_decline(sk->ln, fd, p, reason);
+
+			if (lost < 0)
+				reason = USMC_R_WITHDRAWN;
+			else if (lost)
+				sk_set_flag(sk, SKF_LOST);	/* reads: ECONNRESET */
+		}
 		/* Either way the client sent (or will send) one wake byte. */
 		sk_set_flag(sk, SKF_WAKEBYTE);
 		if (!reason) {
@@ -474,9 +529,40 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 			return;
 		}
 	}
-	if (reason == USMC_R_PEER_NOT_USMC || reason == USMC_R_LATE)
-		sk->tcp_marked = true;	/* our TCP(h) mark stays until close */
+	/* No proposal because we told clients we were short: say why. */
+	if (reason == USMC_R_PEER_NOT_USMC && sk->ln &&
+	    (LOAD_RELAXED(&sk->ln->idx->degraded) & CLC_LN_BUSY))
+		reason = USMC_R_LIMIT;
 	usmc_sock_set_tcp(sk, reason);
+}
+
+/*
+ * Out of memory for even a socket record: the connection stays untracked
+ * plain TCP.  A client that proposed must still learn it (declined), and
+ * its wake byte must not reach the application: wait for it here.
+ */
+static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockaddr *sa,
+			     socklen_t salen)
+{
+	struct usmc_clc_prop prop;
+	struct usmc_addr peer;
+	char c;
+
+	usmc_stats_attach();
+	STAT_INC(tcp_conns);
+	STAT_INC(fallback[USMC_R_MEM]);
+	if (!lsk->lst || usmc_addr_from_sa(&peer, sa, salen) ||
+	    usmc_clc_match(lsk->lst, &peer, &prop, CLC_DECIDE))
+		return;
+	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0)
+		return;
+	for (;;) {
+		struct pollfd p = { .fd = nfd, .events = POLLIN };
+
+		if (real.recv(nfd, &c, 1, MSG_DONTWAIT) >= 0 || (errno != EAGAIN && errno != EINTR))
+			return;
+		sys_poll(&p, 1, -1);
+	}
 }
 
 int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, socklen_t *salen,
@@ -496,8 +582,10 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		*salen = sslen;
 	}
 	sk = usmc_sock_new(nfd, SK_CONN);
-	if (!sk)
-		return nfd;	/* untracked: plain TCP, still correct */
+	if (!sk) {
+		server_untracked(lsk, nfd, (struct sockaddr *)&ss, sslen);
+		return nfd;
+	}
 	sk->role = 'S';
 	usmc_stats_attach();
 	usmc_addr_from_sa(&sk->peer, (struct sockaddr *)&ss, sslen);
@@ -511,6 +599,8 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);
+		/* Short of descriptors: later clients fall back by themselves. */
+		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);
 		if (reason == USMC_CLC_PENDING) {
 			/* Rarely: the client is still between connect() and its
@@ -654,31 +744,33 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 }
 
 /* From the last descriptor's close (in whichever process it happens). */
-void usmc_conn_release(struct usmc_sock *sk)
+void usmc_conn_release(struct usmc_sock *sk, int fd)
 {
 	uint32_t mode;
 
 	/* Undecided at close: closing is acting, so decide; a usmc client's
 	 * proposal (waited for if in flight) is accepted, and the client sees
 	 * an orderly SMC close rather than a vanished peer. */
-	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
-		usmc_server_resolve(sk, sk->fd0, true);
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED && fd >= 0)
+		usmc_server_resolve(sk, fd, true);
 	mode = sk_mode(sk);
 
 	if (sk_flag(sk, SKF_COUNT_LATER))
-		usmc_sock_count_late(sk, sk->fd0);
-	if (sk->ln && sk->tcp_marked)
-		usmc_clc_release_tcp(sk->ln, &sk->peer);
+		usmc_sock_count_late(sk, fd);
 	if (sk->lgr) {
 		bool attached = true;
 
 		/* A proposed client leaves its proposal: the server may still
-		 * match it and read the bytes we queued (then see our close). */
+		 * match it and read the bytes we queued (then see our close),
+		 * unless it declined already. */
+		if (sk->role == 'C' && fd >= 0)
+			usmc_migrate_on_close(sk, fd);
+		mode = sk_mode(sk);
 		usmc_conn_close_protocol(sk);
 		/* The server never leaves the client's wake byte unread: a TCP
 		 * close with unread bytes would send an RST. */
-		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE))
-			usmc_tcp_skip_wake(sk, sk->fd0, true);
+		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE) && fd >= 0)
+			usmc_tcp_skip_wake(sk, fd, true);
 		if (sk->role == 'C' && mode == USMC_MODE_MIGRATING)
 			attached = false;	/* the server declined and let go */
 		if (sk->role == 'S')
@@ -692,12 +784,12 @@ void usmc_conn_release(struct usmc_sock *sk)
 	sk->st = NULL;
 }
 
-void usmc_sock_release(struct usmc_sock *sk)
+void usmc_sock_release(struct usmc_sock *sk, int fd)
 {
 	if (sk->kind == SK_LISTEN)
 		usmc_listen_release(sk);
 	else if (sk->kind == SK_CONN)
-		usmc_conn_release(sk);
+		usmc_conn_release(sk, fd);
 }
 
 int usmc_sock_timeout(int fd, int optname)

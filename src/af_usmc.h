@@ -14,8 +14,12 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 void usmc_listen_release(struct usmc_sock *sk);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
-void usmc_conn_release(struct usmc_sock *sk);
+void usmc_conn_release(struct usmc_sock *sk, int fd);
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
+/* Descriptors an accelerated connection holds besides its socket. */
+#define USMC_CONN_FDS	2
+/* 0, or the reason this connection cannot use shared memory (resources). */
+int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 struct usmc_lgr;
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen);
 /* exec.c */

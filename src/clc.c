@@ -31,7 +31,9 @@ static struct usmc_clc_ln *ln_cache;
  * The index is sparse (16 MB, touched a page at a time as client ports
  * come and go).  Before the first write into a page we back it with
  * fallocate(2), so a full tmpfs makes the handshake fall back instead of
- * faulting; each process remembers the pages it already backed.
+ * faulting; each process remembers the pages it already backed.  A page
+ * the other side backed is backed for us too (SEEK_DATA finds it), even
+ * when fallocate fails now.
  */
 #define CLC_PAGE_ENTRIES	(4096 / sizeof(struct usmc_clc_entry) / USMC_CLC_WAYS)
 
@@ -47,11 +49,13 @@ static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
 	w = &ln->backed[page / 64];
 	if (LOAD_RELAXED(w) & bit)
 		return true;
-	if (fallocate(ln->fd, 0, (off_t)off, 4096))
+	if ((usmc_fault(USMC_FAULT_CLC) || fallocate(ln->fd, 0, (off_t)off, 4096)) &&
+	    lseek(ln->fd, (off_t)off, SEEK_DATA) != (off_t)off)
 		return false;
 	atomic_fetch_or(w, bit);
 	return true;
 }
+
 static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t tuple_hash(const struct usmc_addr *a)
@@ -61,7 +65,7 @@ static uint64_t tuple_hash(const struct usmc_addr *a)
 	memcpy(&x, a->a, 8);
 	memcpy(&y, a->a + 8, 8);
 	x = usmc_mix64(x ^ usmc_mix64(y ^ ((uint64_t)a->port << 48)));
-	return (x & ((1ULL << 56) - 1)) | 1;
+	return (x & ((1ULL << CLC_HASH_BITS) - 1)) | 1;
 }
 
 static struct usmc_clc_entry *entry_of(struct usmc_clc_ln *ln, const struct usmc_addr *a,
@@ -130,6 +134,16 @@ void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln)
 	STORE_RELEASE(&ln->idx->closed, 1);
 	ln_name(name, sizeof(name), ln->id, false);
 	usmc_rundir_unlink(name, false);
+}
+
+void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy)
+{
+	bool now = LOAD_RELAXED(&ln->idx->degraded) & CLC_LN_BUSY;
+
+	if (busy && !now)
+		atomic_fetch_or(&ln->idx->degraded, CLC_LN_BUSY);
+	else if (!busy && now)
+		atomic_fetch_and(&ln->idx->degraded, ~CLC_LN_BUSY);
 }
 
 struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
@@ -246,21 +260,43 @@ out:
 	return rc;
 }
 
+/* Can a client whose connect() began at epoch e0 take over word w? */
+static bool mark_stale(uint64_t w, uint64_t e0)
+{
+	return CLC_STATE(w) == CLC_TCP && !CLC_SEQ_AFTER(CLC_SEQ(w), (uint32_t)e0);
+}
+
 int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 {
 	uint64_t h = tuple_hash(&p->client), w;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
+	uint32_t d;
 
+	d = LOAD_ACQUIRE(&ln->idx->degraded);
+	if (d)
+		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
-	if (w) {
-		if (CLC_HASH(w) == h && CLC_STATE(w) == CLC_TCP)
-			return USMC_R_LATE;
-		return USMC_R_INDEX_BUSY;
+	for (;;) {
+		if (w && !mark_stale(w, p->epoch)) {
+			/* A fresh mark for our address: the server runs this
+			 * very connection as TCP. */
+			if (CLC_HASH(w) == h && CLC_STATE(w) == CLC_TCP)
+				return USMC_R_LATE;
+			return USMC_R_INDEX_BUSY;
+		}
+		if (atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_CLAIM)))
+			break;
 	}
-	if (!atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_CLAIM)))
-		return CLC_HASH(w) == h ? USMC_R_LATE : USMC_R_INDEX_BUSY;
+	/* Seq-cst after our CAS, against the server's store of degraded
+	 * before its load of the word: one of us sees the other. */
+	d = atomic_load(&ln->idx->degraded);
+	if (d) {
+		w = CLC_WORD(h, CLC_CLAIM);
+		atomic_compare_exchange_strong(&e->word, &w, 0);
+		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+	}
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.word = CLC_WORD(h, CLC_CLAIM);
@@ -279,23 +315,38 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, CLC_WORD(h, CLC_PROPOSED),
 						     memory_order_acq_rel,
 						     memory_order_acquire))
-		return USMC_R_LATE;	/* the server accepted first: TCP(h) */
+		return USMC_R_LATE;	/* the server decided first: TCP(h) */
 	return 0;
 }
 
-int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id)
+int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *epoch)
 {
+	struct usmc_clc_index *x = ln->idx;
 	unsigned int start = (unsigned int)(usmc_mix64(lgr_id) % USMC_CLC_CONNECTING), k;
 
+	/* Before the SYN: every mark made for this connection is newer. */
+	*epoch = atomic_load(&x->epoch);
 	for (k = 0; k < USMC_CLC_CONNECTING; k++) {
 		unsigned int i = (start + k) % USMC_CLC_CONNECTING;
 		uint64_t zero = 0;
 
-		/* Seq-cst: visible before our SYN can reach the server. */
-		if (atomic_compare_exchange_strong(&ln->idx->connecting[i], &zero, lgr_id))
-			return (int)i;
+		/* Seq-cst: visible before our SYN can reach the server.  1
+		 * ("being written") already makes a server wait. */
+		if (!atomic_compare_exchange_strong(&x->connecting[i], &zero, 1))
+			continue;
+		STORE_RELAXED(&x->connecting_lgr[i], lgr_id);
+		STORE_RELAXED(&x->connecting_port[i], 0);
+		STORE_RELEASE(&x->connecting[i], usmc_random64() | 2);
+		return (int)i;
 	}
 	return -1;
+}
+
+void usmc_clc_connect_port(struct usmc_clc_ln *ln, int slot, uint16_t port)
+{
+	/* Servers of other ports stop waiting for us. */
+	if (slot >= 0)
+		atomic_store(&ln->idx->connecting_port[slot], port);
 }
 
 void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot)
@@ -330,20 +381,52 @@ static bool lgr_owner_alive(uint64_t lgr_id)
  * its proposal fail its CAS (server_accepted_first), so both ends still
  * agree.  Returns false when the limit passed with clients still in flight.
  */
+/*
+ * A server must decide and no proposal is posted: wait for the clients
+ * that were inside connect() when we looked and could be ours (port not
+ * known yet, or our client's port).  Announcements made later cannot be
+ * our client's (it announced before its SYN), so a stream of new clients
+ * never holds us up.  Dead announcers are cleared.  true: nothing left to
+ * wait for (or the proposal arrived); false: limit_ns passed first.
+ */
 static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, uint64_t h,
-			    uint64_t limit_ns)
+			    uint16_t port, uint64_t limit_ns)
 {
+	struct usmc_clc_index *x = ln->idx;
+	uint64_t snap[USMC_CLC_CONNECTING];
 	uint64_t start = 0, last_check = 0, now;
 	unsigned int i;
 
+	for (i = 0; i < USMC_CLC_CONNECTING; i++)
+		snap[i] = atomic_load(&x->connecting[i]);
 	for (;;) {
-		if (LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED))
-			return true;
 		bool busy = false;
 
-		for (i = 0; i < USMC_CLC_CONNECTING; i++)
-			if (LOAD_ACQUIRE(&ln->idx->connecting[i]))
-				busy = true;
+		if (LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED))
+			return true;
+		for (i = 0; i < USMC_CLC_CONNECTING; i++) {
+			uint64_t t;
+			uint32_t p;
+
+			if (!snap[i])
+				continue;
+			t = LOAD_ACQUIRE(&x->connecting[i]);
+			p = LOAD_ACQUIRE(&x->connecting_port[i]);
+			if (t != snap[i] && !(snap[i] == 1 && t > 1)) {
+				snap[i] = 0;	/* ended; the slot may serve someone newer */
+				continue;
+			}
+			if (t == 1 && snap[i] == 1) {
+				busy = true;	/* still being written */
+				continue;
+			}
+			snap[i] = t;
+			if (p && p != port) {
+				snap[i] = 0;	/* another connection's client */
+				continue;
+			}
+			busy = true;
+		}
 		if (!busy)
 			return true;
 		now = usmc_now_ns();
@@ -354,10 +437,13 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 		if (now - last_check > 200000) {
 			last_check = now;
 			for (i = 0; i < USMC_CLC_CONNECTING; i++) {
-				uint64_t id = LOAD_ACQUIRE(&ln->idx->connecting[i]);
+				uint64_t t = snap[i], id;
 
+				if (t <= 1)
+					continue;
+				id = LOAD_ACQUIRE(&x->connecting_lgr[i]);
 				if (id && !lgr_owner_alive(id))
-					atomic_compare_exchange_strong(&ln->idx->connecting[i], &id, 0);
+					atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
 			}
 		}
 		if (now - start > 20000)
@@ -420,16 +506,26 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
 	bool cleaned = false, waited = false;
 
-	/* Unbacked page: nobody proposed here (a client backs it first). */
-	if (!entry_backed(ln, e))
-		return decide ? USMC_R_MEM : USMC_CLC_PENDING;
-	(void)decide;
+	/* Unbacked page: nobody proposed here (a client backs it first).
+	 * Deciding TCP needs a mark we cannot write: degrade the listener so
+	 * no client proposes any more, then look once more (a client that
+	 * claimed meanwhile backed the page itself). */
+	if (!entry_backed(ln, e)) {
+		if (!decide)
+			return USMC_CLC_PENDING;
+		atomic_fetch_or(&ln->idx->degraded, CLC_LN_NOMARK);
+		w = atomic_load(&e->word);
+		if (CLC_HASH(w) != h || !entry_backed(ln, e))
+			return USMC_R_MEM;
+	}
 	for (;;) {
 		w = LOAD_ACQUIRE(&e->word);
 		if (w == CLC_WORD(h, CLC_PROPOSED)) {
 			shm_load_words(&copy, e, sizeof(copy));
-			/* The CAS makes us the only one to answer. */
-			if (!atomic_compare_exchange_strong(&e->word, &w, 0))
+			/* Still the same proposal after the copy (the client
+			 * writes the fields only in CLAIM).  The answer's CAS
+			 * makes us the only one to act on it. */
+			if (LOAD_ACQUIRE(&e->word) != w)
 				continue;
 			memset(p, 0, sizeof(*p));
 			p->lgr_id = copy.lgr_id;
@@ -442,29 +538,37 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 			p->client = copy.client;
 			return 0;
 		}
-		if (w == 0 || w == CLC_WORD(h, CLC_CLAIM)) {
+		/* No proposal for us: the entry is free, our client is still
+		 * writing one, or it holds a TCP mark (an old one; a mark is
+		 * only ever acted on by the client it was made for). */
+		if (w == 0 || w == CLC_WORD(h, CLC_CLAIM) || CLC_STATE(w) == CLC_TCP) {
+			uint64_t seq;
+
 			if (how == CLC_PEEK)
 				return USMC_CLC_PENDING;
 			if (!waited) {
 				/* At accept: a short look (the client of this
 				 * connection is usually microseconds from posting);
-				 * when acting: long enough for any live client. */
+				 * when acting: until our client, if it is still
+				 * inside connect(), has posted or given up. */
 				waited = true;
-				if (!wait_connecting(ln, e, h, decide ? CLC_DECIDE_WAIT_NS :
-							  CLC_ACCEPT_WAIT_NS) && !decide)
+				if (!wait_connecting(ln, e, h, client->port,
+						     decide ? CLC_DECIDE_WAIT_NS : CLC_ACCEPT_WAIT_NS) &&
+				    !decide)
 					return USMC_CLC_PENDING;
 				continue;
 			}
 			if (!decide)
 				return USMC_CLC_PENDING;
-			if (atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_TCP)))
-				return w ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
+			/* Mark TCP with a fresh epoch: our client, should it
+			 * come late, sees a mark newer than its connect(). */
+			seq = atomic_fetch_add(&ln->idx->epoch, 1) + 1;
+			if (atomic_compare_exchange_strong(&e->word, &w, CLC_TCP_WORD(h, seq)))
+				return w == CLC_WORD(h, CLC_CLAIM) ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
 			continue;
 		}
-		if (w == CLC_WORD(h, CLC_TCP))
-			return USMC_R_PEER_NOT_USMC;
 		/* Another 4-tuple holds the entry; reclaim it if its owner died. */
-		if (!cleaned && CLC_STATE(w) != CLC_TCP && !entry_owner_alive(e)) {
+		if (!cleaned && !entry_owner_alive(e)) {
 			cleaned = true;
 			atomic_compare_exchange_strong(&e->word, &w, 0);
 			continue;
@@ -473,18 +577,36 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	}
 }
 
+bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason)
+{
+	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
+	uint64_t w = CLC_WORD(h, CLC_PROPOSED);
+
+	if (reason <= 0 || reason >= USMC_R_MAX)
+		return atomic_compare_exchange_strong(&e->word, &w, 0);
+	return atomic_compare_exchange_strong(&e->word, &w,
+					      CLC_WORD(h, CLC_DECLINED | (unsigned int)reason));
+}
+
+int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
+{
+	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
+	uint64_t w = LOAD_ACQUIRE(&e->word);
+	unsigned int st = CLC_STATE(w), r;
+
+	if (CLC_HASH(w) != h || !(st & CLC_DECLINED))
+		return 0;
+	r = st & ~(unsigned int)CLC_DECLINED;
+	if (!atomic_compare_exchange_strong(&e->word, &w, 0))
+		return 0;
+	return r && r < USMC_R_MAX ? (int)r : USMC_R_INTERNAL;
+}
+
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
 	uint64_t h = tuple_hash(client);
 
 	return LOAD_ACQUIRE(&entry_of(ln, client, h)->word) == CLC_WORD(h, CLC_PROPOSED);
-}
-
-void usmc_clc_release_tcp(struct usmc_clc_ln *ln, const struct usmc_addr *client)
-{
-	uint64_t h = tuple_hash(client);
-	struct usmc_clc_entry *e = entry_of(ln, client, h);
-	uint64_t w = CLC_WORD(h, CLC_TCP);
-
-	atomic_compare_exchange_strong(&e->word, &w, 0);
 }

@@ -11,10 +11,20 @@
  *
  *   client:  EMPTY -> CLAIM(h) -> PROPOSED(h)        (fields written in CLAIM)
  *            then one wake byte on TCP (see below)
- *   server:  PROPOSED(h) -> EMPTY                     match: server owns the answer
- *            EMPTY | CLAIM(h) -> TCP(h)               must act first: TCP, blocks late proposals
- *            TCP(h) -> EMPTY                          when that TCP connection closes
+ *   server:  PROPOSED(h) -> EMPTY                     accept: once attached, before answering
+ *            PROPOSED(h) -> DECLINED(h, reason)       decline, then one decline byte on TCP
+ *            EMPTY | CLAIM(h) | TCP -> TCP(h, seq)    must act first: TCP, blocks late proposals
  *   client:  PROPOSED(h) -> EMPTY                     withdraw (TCP bytes seen, connect failed)
+ *            DECLINED(h, r) -> EMPTY                  decline seen (the byte wakes it)
+ *            TCP(*, old seq) -> CLAIM(h)              a mark older than our connect() is stale
+ *
+ * TCP marks are never cleared: each carries the listener's epoch counter at
+ * the time of marking, and a client compares it with the epoch it read
+ * before its SYN.  A mark made after that is for this very connection (the
+ * server accepted it first); an older one is left over from an earlier
+ * connection that used the same client address, and is taken over.  So a
+ * client descheduled inside connect() for any length of time can never
+ * propose into a connection the server already runs as TCP.
  *
  * Whoever's compare-and-swap lands first decides and both ends agree; no one
  * ever waits on a timeout.  On loopback the TCP handshake completes inside
@@ -25,8 +35,11 @@
  * whose proposal landed sends exactly one wake byte, which a usmc server
  * that matched it consumes; a peer that is not usmc never gets it because the
  * client only proposes to registered listeners and only sends after winning
- * the CAS.  After a match the answer (accept or decline with a reason) is
- * written into the connection's control block, see cdc.h.
+ * the CAS.  An accept is answered in the connection's control block (cdc.h);
+ * a decline in the index entry itself, so that a server that cannot even
+ * attach the client's link group (out of memory or descriptors) can still
+ * say no, followed by one byte on TCP that wakes the client, which knows to
+ * consume it, as the server consumes the wake byte.
  */
 #ifndef USMC_CLC_H
 #define USMC_CLC_H
@@ -44,11 +57,18 @@ enum usmc_clc_state {
 	CLC_CLAIM = 1,		/* client writing its proposal */
 	CLC_PROPOSED = 2,	/* proposal complete, waiting for the server */
 	CLC_TCP = 3,		/* server accepted this 4-tuple as TCP */
+	CLC_DECLINED = 0x40,	/* | reason: the server declined the proposal */
 };
 
-#define CLC_WORD(h, st)		(((h) << 8) | (uint64_t)(st))
-#define CLC_HASH(w)		((w) >> 8)
+/* word: seq (32, TCP marks only) | hash (24) | state (8) */
+#define CLC_HASH_BITS		24
+#define CLC_WORD(h, st)		(((uint64_t)(h) << 8) | (uint64_t)(st))
+#define CLC_TCP_WORD(h, seq)	(((uint64_t)(uint32_t)(seq) << 32) | CLC_WORD(h, CLC_TCP))
+#define CLC_HASH(w)		(((w) >> 8) & ((1ULL << CLC_HASH_BITS) - 1))
 #define CLC_STATE(w)		((unsigned int)((w) & 0xff))
+#define CLC_SEQ(w)		((uint32_t)((w) >> 32))
+/* Serial-number order of 32-bit epochs (they wrap). */
+#define CLC_SEQ_AFTER(a, b)	((int32_t)((uint32_t)(a) - (uint32_t)(b)) > 0)
 
 /* One proposal slot; written by the client, validated by the server. */
 struct usmc_clc_entry {
@@ -65,18 +85,29 @@ struct usmc_clc_entry {
 
 #define USMC_CLC_CONNECTING	64
 
+/* Listener index states that stop proposals. */
+#define CLC_LN_NOMARK	1u	/* sticky: a TCP decision could not be marked (tmpfs full) */
+#define CLC_LN_BUSY	2u	/* the server is short of descriptors for now */
+
 struct usmc_clc_index {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t ways;
 	uint64_t id;
 	_Atomic uint32_t closed;	/* listener closed gracefully */
-	uint32_t __pad;
-	/* Clients between connect() and their proposal: the link group id of
-	 * each (0 = free).  A server that must decide TCP first waits until
-	 * none is in flight, so a usmc client's proposal is never missed. */
+	/* CLC_LN_*: clients do not propose while set (checked before and
+	 * after their CLAIM, clc.c). */
+	_Atomic uint32_t degraded;
+	_Atomic uint64_t epoch;		/* bumped by every TCP mark (see above) */
+	/* Clients between connect() and their proposal (clc.c,
+	 * wait_connecting): a token per announcement (0 free, 1 being
+	 * written), the client's link group (for liveness) and its port
+	 * once connect() returned (0 until then).  A server that must decide
+	 * first waits for the announcements that could be its client. */
 	_Atomic uint64_t connecting[USMC_CLC_CONNECTING];
-	uint8_t __hdr_pad[4096 - 32 - 8 * USMC_CLC_CONNECTING];
+	_Atomic uint64_t connecting_lgr[USMC_CLC_CONNECTING];
+	_Atomic uint32_t connecting_port[USMC_CLC_CONNECTING];
+	uint8_t __hdr_pad[4096 - 40 - 20 * USMC_CLC_CONNECTING];
 	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
 };
 
@@ -94,6 +125,7 @@ struct usmc_clc_ln {
 
 /* Proposal contents handed between layers. */
 struct usmc_clc_prop {
+	uint64_t epoch;			/* client: the listener's epoch before its SYN */
 	uint64_t lgr_id;
 	uint32_t slot, gen, version, uid, pid;
 	uint8_t devs[4];
@@ -104,6 +136,9 @@ struct usmc_clc_prop {
 int usmc_clc_ln_create(struct usmc_clc_ln **out);
 /* Server: the listener closed; clients stop proposing. */
 void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln);
+/* Server: short of resources (or not any more): clients stop (resume)
+ * proposing, so that they fall back at once instead of being declined. */
+void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy);
 
 /* Client: open (cached) the listener's index; checks the owner is alive.
  * Returns a reference. */
@@ -113,8 +148,11 @@ struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln);
 int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out);
 void usmc_clc_ln_put(struct usmc_clc_ln *ln);
 
-/* Client: announce a connect() in flight (returns a slot or -1), and its end. */
-int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id);
+/* Client: announce a connect() in flight (returns a slot or -1; *epoch is
+ * the listener's epoch, read before the SYN), its port once known, and its
+ * end (after the proposal, or giving up). */
+int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *epoch);
+void usmc_clc_connect_port(struct usmc_clc_ln *ln, int slot, uint16_t port);
 void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot);
 
 /* Client: post a proposal for 4-tuple key `client`.  0 or a reason. */
@@ -132,18 +170,22 @@ enum {
 	CLC_DECIDE,	/* the application acts: decide (TCP unless a proposal) */
 };
 #define CLC_ACCEPT_WAIT_NS	30000ULL
-#define CLC_DECIDE_WAIT_NS	5000000ULL
+#define CLC_DECIDE_WAIT_NS	1000000000ULL	/* only a client stopped inside connect() */
 
-/* Server: 0 with *p filled (the server must answer in the control block);
+/* Server: 0 with *p filled: the proposal stays posted until the server
+ * answers it with usmc_clc_answer();
  * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE);
  * otherwise a reason (TCP: the tuple is marked TCP(h) unless the reason is
  * index_busy). */
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		   struct usmc_clc_prop *p, int how);
+/* Server: answer a matched proposal: accept (reason 0) or decline.  false
+ * when the client took it back meanwhile (it then goes to TCP itself). */
+bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason);
+/* Client: the server's decline reason for our proposal (and clear it), or 0. */
+int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 /* Server: is there a complete proposal for this 4-tuple?  (one load) */
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client);
-/* Server, when a TCP-mode accepted connection closes. */
-void usmc_clc_release_tcp(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 
 /* Used by fuzzing and tests: validate proposal fields read from shm. */
 int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client);

@@ -62,6 +62,8 @@ static int lo_lgr_create(struct usmc_lgr *l)
 	char tmp[64], final[64], path[96];
 	int fd, rc;
 
+	if (usmc_fault(USMC_FAULT_LGR))
+		return -ENOMEM;
 	lgr_dir(tmp, sizeof(tmp), l->id, true);
 	lgr_dir(final, sizeof(final), l->id, false);
 	rc = usmc_rundir_mkdir(tmp);
@@ -123,6 +125,8 @@ static int lo_lgr_attach(struct usmc_lgr *l)
 	struct stat st;
 	int fd, rc;
 
+	if (usmc_fault(USMC_FAULT_ATTACH))
+		return -ENOMEM;
 	snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
 	fd = usmc_rundir_open(path, O_RDWR, 0);
 	if (fd < 0)
@@ -216,6 +220,8 @@ static int lo_register_dmb(struct usmc_lgr *l, uint32_t slot)
 	char path[96];
 	int rc;
 
+	if (usmc_fault(USMC_FAULT_DMB))
+		return -ENOSPC;
 	snprintf(path, sizeof(path), "lg-%016llx/%uc", (unsigned long long)l->id, slot);
 	rc = usmc_rundir_mkfifo(path);
 	if (rc && rc != -EEXIST)
@@ -231,6 +237,8 @@ static int open_bell(uint64_t id, uint32_t slot, char side)
 {
 	char path[96];
 
+	if (usmc_fault(USMC_FAULT_BELL))
+		return -EMFILE;
 	snprintf(path, sizeof(path), "lg-%016llx/%u%c", (unsigned long long)id, slot, side);
 	/* O_RDWR: never blocks, never EOF, and a write never raises SIGPIPE. */
 	return usmc_rundir_open(path, O_RDWR | O_NONBLOCK, 0);
@@ -257,6 +265,8 @@ static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 {
 	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
 
+	if (usmc_fault(USMC_FAULT_RESERVE))
+		return -ENOSPC;
 	return fallocate(l->mem_fd, 0, base + off, len) ? -errno : 0;
 }
 

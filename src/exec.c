@@ -78,6 +78,9 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 
 	if (fl < 0 || (fl & FD_CLOEXEC) || c->len > INHERIT_MAX - 512)
 		return;
+	/* Never shared: plain TCP, adopted afresh by the new image. */
+	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
+		return;
 	if (c->plain) {
 		/* The new program will not have libusmc: its connections
 		 * continue on TCP, every byte in order (migrate.c). */
@@ -112,11 +115,11 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	if (sk->ln)
 		keep_open(c, sk->ln->fd);
 	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len,
-				   ";C,%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d,%d", fd, sk->role ? sk->role : 'C',
+				   ";C,%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d", fd, sk->role ? sk->role : 'C',
 				   mode, usmc_family_index(sk->sh),
 				   (unsigned long long)(sk->lgr ? sk->lgr->id : 0), sk->slot, sk->gen,
 				   (unsigned long long)(sk->ln ? sk->ln->id : 0), sk->ln ? sk->ln->fd : -1,
-				   sk->tcp_marked, sk->lgr && sk->lgr->owner ? sk->lgr->mem_fd : -1);
+				   sk->lgr && sk->lgr->owner ? sk->lgr->mem_fd : -1);
 	put_addr(c, &sk->local);
 	put_addr(c, &sk->peer);
 	c->nsock++;
@@ -364,7 +367,7 @@ static void keep_internal(int fd)
 
 static void adopt_conn(const char **p)
 {
-	int fd, shidx, lnfd, marked, ownfd, n;
+	int fd, shidx, lnfd, ownfd, n;
 	unsigned int mode, slot, gen;
 	unsigned long long lgr_id, ln_id;
 	struct usmc_sock_sh *sh;
@@ -372,15 +375,14 @@ static void adopt_conn(const char **p)
 	struct usmc_lgr *l;
 	char role;
 
-	if (sscanf(*p, ",%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d,%d%n", &fd, &role, &mode, &shidx,
-		   &lgr_id, &slot, &gen, &ln_id, &lnfd, &marked, &ownfd, &n) != 11)
+	if (sscanf(*p, ",%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d%n", &fd, &role, &mode, &shidx,
+		   &lgr_id, &slot, &gen, &ln_id, &lnfd, &ownfd, &n) != 10)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
 		return;
 	sk->role = role;
-	sk->tcp_marked = marked;
 	if (get_addr(p, &sk->local) || get_addr(p, &sk->peer))
 		goto drop;
 	keep_internal(lnfd);

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -53,7 +54,7 @@ static int family_init(void)
 
 	pthread_mutex_lock(&family_init_lock);
 	if (!family_get()) {
-		fd = memfd_create("usmc-family", MFD_CLOEXEC);
+		fd = usmc_fault(USMC_FAULT_MEMFD) ? -1 : memfd_create("usmc-family", MFD_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) || (rc = family_map(fd))) {
 			if (fd >= 0)
 				sys_close(fd);
@@ -140,10 +141,31 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 	return NULL;
 }
 
+/*
+ * Process-private state for a socket that cannot share (see sock.c): it
+ * never goes onto shared memory, so forked copies need not agree on more
+ * than TCP already keeps in the kernel.
+ */
+struct usmc_sock_sh *usmc_family_alloc_private(void)
+{
+	struct usmc_sock_sh *sh = calloc(1, sizeof(*sh));
+
+	if (!sh)
+		return NULL;
+	pthread_mutex_init(&sh->tx_lock, NULL);
+	pthread_mutex_init(&sh->rx_lock, NULL);
+	STORE_RELAXED(&sh->in_use, USMC_SH_PRIVATE);
+	return sh;
+}
+
 void usmc_family_free(struct usmc_sock_sh *sh)
 {
 	pthread_mutex_destroy(&sh->tx_lock);
 	pthread_mutex_destroy(&sh->rx_lock);
+	if (LOAD_RELAXED(&sh->in_use) == USMC_SH_PRIVATE) {
+		free(sh);
+		return;
+	}
 	STORE_RELEASE(&sh->in_use, 0);
 }
 

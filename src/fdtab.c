@@ -160,9 +160,10 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 		if (cur == sk)
 			return hint;
 	}
-	/* The application closed (or reused) that number: find another. */
+	/* The application closed (or reused) that number: find another, or
+	 * the duplicate that keeps the socket alive for calls in progress. */
 	usmc_fd_foreach(find_fd, &c);
-	return c.fd;
+	return c.fd >= 0 ? c.fd : LOAD_RELAXED(&sk->held_fd);
 }
 
 static unsigned int fork_gen;

@@ -262,7 +262,7 @@ static void fd_forget(int fd)
 	struct usmc_sock *sk = usmc_fd_remove(fd);
 
 	if (sk)
-		usmc_sock_put(sk);
+		usmc_sock_put_closing(sk, fd);
 	usmc_epoll_closed(fd);
 }
 

@@ -41,6 +41,11 @@
 static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
 	if (!sk_is_smc_path(sk)) {
+		/* Declined after the client had closed with bytes queued in
+		 * shared memory: they are lost, say so as TCP would (RST). */
+		if (unlikely(sk_flag(sk, SKF_LOST)) &&
+		    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
+			return -ECONNRESET;
 		/* A server that declined late: the client's CLC wake byte is
 		 * not the application's. */
 		if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_PEEK)) {

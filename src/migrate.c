@@ -15,11 +15,15 @@
  *    duplicated: each byte goes through exactly one of the two paths.
  */
 #include "af_usmc.h"
+#include "clc.h"
 #include "epoll.h"
 #include "log.h"
 #include "real.h"
 #include "sock.h"
+#include "stats.h"
 #include "sys.h"
+
+#include <netinet/in.h>
 
 /* Bytes of ours the peer has not read (they go on TCP), from where. */
 int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
@@ -40,8 +44,13 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 		if (sk->migrate_pos == prod) {
 			uint64_t head, rprod;
 
-			/* Everything sent; what we still have to read from our
-			 * ring keeps the socket translated until it is read. */
+			/* Everything sent, and our FIN after it if the
+			 * application had shut the ring down; what we still
+			 * have to read from our ring keeps the socket
+			 * translated until it is read. */
+			if ((LOAD_RELAXED(&sk->tx_p->flags) & CDC_F_DONE) &&
+			    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT))
+				real.shutdown(fd, SHUT_WR);
 			sk->tx_done = true;
 			if (!sk->rx_p || !usmc_rx_view(sk, &head, &rprod) || head == rprod)
 				usmc_migrate_finish(sk);
@@ -127,4 +136,60 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	pthread_mutex_unlock(&sk->lock);
 	usmc_dbg(1, "fd %d: moved to TCP (%s)", fd, usmc_reason_name(reason));
 	return 0;
+}
+
+/*
+ * The server declined our proposal in the CLC index (it could not take the
+ * connection; clc.h): queued bytes move to TCP, and the decline byte the
+ * server sent after it is not the application's.  Caller holds sk->lock.
+ */
+int usmc_migrate_declined(struct usmc_sock *sk)
+{
+	int r;
+
+	if (sk->role != 'C' || !sk->ln || sk_mode(sk) != USMC_MODE_PROPOSED)
+		return 0;
+	r = usmc_clc_declined(sk->ln, &sk->local);
+	if (!r)
+		return 0;
+	sk_set_flag(sk, SKF_WAKEBYTE);
+	STAT_INC(late_declines);
+	/* Counted as shared memory when it proposed; it never was. */
+	if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {
+		STAT_ADD(smc_conns, -1);
+		STAT_ADD(smc_client, -1);
+	}
+	STORE_RELAXED(&sk->sh->reason, (uint32_t)r);
+	sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+	sk_set_mode(sk, USMC_MODE_MIGRATING);
+	usmc_dbg(1, "fd %d: proposal declined (%s), queued bytes move to TCP", sk->fd0,
+		 usmc_reason_name(r));
+	return 1;
+}
+
+/*
+ * Closing with our bytes still in the ring, bound for TCP.  TCP would send
+ * them after close(); we cannot outlive the call, so we send what the
+ * socket buffer takes now, and if that is not all, reset the connection so
+ * that the peer sees ECONNRESET rather than a clean end of a stream that
+ * misses bytes.
+ */
+void usmc_migrate_on_close(struct usmc_sock *sk, int fd)
+{
+	static const struct linger rst = { 1, 0 };
+
+	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
+		pthread_mutex_lock(&sk->lock);
+		usmc_migrate_declined(sk);
+		pthread_mutex_unlock(&sk->lock);
+	}
+	if (sk_mode(sk) != USMC_MODE_MIGRATING)
+		return;
+	if (sk_flag(sk, SKF_WAKEBYTE))
+		usmc_tcp_skip_wake(sk, fd, true);
+	usmc_migrate_pump(sk, fd, false);
+	if (sk_mode(sk) == USMC_MODE_MIGRATING && !sk->tx_done) {
+		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
+		usmc_dbg(1, "fd %d: closed with bytes not yet moved to TCP: reset", fd);
+	}
 }

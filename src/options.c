@@ -8,8 +8,38 @@
 
 #include <ctype.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct usmc_options usmc_opt;
+unsigned int usmc_fault_mask;
+
+static const struct {
+	const char *name;
+	unsigned int bit;
+} fault_names[] = {
+	{ "memfd", USMC_FAULT_MEMFD }, { "mmap", USMC_FAULT_MMAP }, { "lgr", USMC_FAULT_LGR },
+	{ "dmb", USMC_FAULT_DMB }, { "reserve", USMC_FAULT_RESERVE }, { "bell", USMC_FAULT_BELL },
+	{ "attach", USMC_FAULT_ATTACH }, { "clc", USMC_FAULT_CLC }, { "fds", USMC_FAULT_FDS },
+};
+
+/* "memfd,mmap": unknown names are ignored. */
+static unsigned int fault_parse(const char *list)
+{
+	unsigned int mask = 0, i;
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		for (i = 0; i < ARRAY_SIZE(fault_names); i++)
+			if (strlen(fault_names[i].name) == n && !strncmp(p, fault_names[i].name, n))
+				mask |= fault_names[i].bit;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return mask;
+}
 
 #define O(f) offsetof(struct usmc_options, f), sizeof(((struct usmc_options *)0)->f)
 const struct usmc_opt_desc usmc_opt_table[] = {
@@ -37,6 +67,8 @@ const struct usmc_opt_desc usmc_opt_table[] = {
 	  "1: stage sends in a private buffer and copy into the peer's DMB (seed 'dmb_copy')", O(dmb_copy), 0, 1 },
 	{ "USMC_DMB_TYPE", OPT_STR, "regular",
 	  "memory behind DMBs: regular or huge (transparent huge pages)", O(dmb_type), 0, 0 },
+	{ "USMC_FAULT", OPT_STR, "",
+	  "testing: make allocation points fail (memfd,mmap,lgr,dmb,reserve,bell,attach,clc,fds)", O(fault), 0, 0 },
 };
 #undef O
 const unsigned int usmc_opt_count = ARRAY_SIZE(usmc_opt_table);
@@ -131,6 +163,7 @@ void usmc_options_load(void)
 			opt_set(d, env);
 	}
 	usmc_opt.ring_size = round_pow2(usmc_opt.ring_size);
+	usmc_fault_mask = fault_parse(usmc_opt.fault);
 }
 
 /* "6379,8000-8100": is port in the list? */

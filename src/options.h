@@ -35,7 +35,31 @@ struct usmc_options {
 	char exclude_ports[256];/* USMC_EXCLUDE_PORTS */
 	bool dmb_copy;		/* USMC_DMB_COPY: stage writes in a private sndbuf */
 	char dmb_type[16];	/* USMC_DMB_TYPE: regular | huge */
+	char fault[128];	/* USMC_FAULT: testing, allocation points made to fail */
 };
+
+/*
+ * Fault injection for the exhaustion tests (USMC_FAULT=memfd,mmap,...):
+ * each named point fails as if the resource were exhausted.  Parsed once
+ * into usmc_fault_mask; zero in production, so the checks cost a load.
+ */
+enum usmc_fault_point {
+	USMC_FAULT_MEMFD	= 1u << 0,	/* memfd_create (fork-shared socket state) */
+	USMC_FAULT_MMAP		= 1u << 1,	/* mapping any shared file */
+	USMC_FAULT_LGR		= 1u << 2,	/* creating a link group */
+	USMC_FAULT_DMB		= 1u << 3,	/* registering a connection's DMBs */
+	USMC_FAULT_RESERVE	= 1u << 4,	/* backing more of a ring (tmpfs full) */
+	USMC_FAULT_BELL		= 1u << 5,	/* opening a doorbell */
+	USMC_FAULT_ATTACH	= 1u << 6,	/* attaching the peer's link group */
+	USMC_FAULT_CLC		= 1u << 7,	/* backing a CLC index page */
+	USMC_FAULT_FDS		= 1u << 8,	/* descriptor headroom exhausted */
+};
+extern unsigned int usmc_fault_mask;
+
+static inline bool usmc_fault(unsigned int point)
+{
+	return unlikely(usmc_fault_mask & point);
+}
 
 extern struct usmc_options usmc_opt;
 extern const struct usmc_opt_desc usmc_opt_table[];

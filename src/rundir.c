@@ -178,7 +178,13 @@ int usmc_rundir_unlink(const char *name, bool dir)
 
 void *usmc_map_shared(int fd, size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p;
+
+	if (usmc_fault(USMC_FAULT_MMAP)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }

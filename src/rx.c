@@ -86,6 +86,47 @@ static int rx_empty_state(struct usmc_sock *sk)
 	return 1;
 }
 
+/*
+ * MIGRATING, before a receive: our queued bytes go out on TCP first (the
+ * peer may wait for them before it answers), without ever blocking on
+ * them while the peer's bytes wait for us (both ends sending first would
+ * deadlock; TCP sends in the background).  0: read the ring (bytes there);
+ * USMC_PASS: read TCP; or -errno.
+ */
+static int migrate_rx_ready(struct usmc_sock *sk, int fd, bool nonblock, int *timeout)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
+		uint64_t head, prod;
+		int rc;
+
+		rc = usmc_migrate_pump(sk, fd, false);
+		if (rc && rc != -EAGAIN)
+			return rc;
+		if (sk_mode(sk) != USMC_MODE_MIGRATING)
+			return USMC_PASS;
+		if (sk->rx_p && (!usmc_rx_view(sk, &head, &prod) || head != prod))
+			return 0;
+		if (sk->tx_done) {
+			usmc_migrate_finish(sk);
+			return USMC_PASS;
+		}
+		/* Still sending ours, nothing in the ring: TCP data, or room
+		 * to send more, whichever comes first. */
+		if (nonblock)
+			return USMC_PASS;
+		if (*timeout == -1)
+			*timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+		rc = real.poll(&p, 1, *timeout);
+		if (rc == 0)
+			return -EAGAIN;
+		if (rc < 0 && (errno != EINTR || usmc_sig_should_eintr(*timeout)))
+			return -errno;
+		if (rc > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP)))
+			return USMC_PASS;
+	}
+}
+
 ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct iov_wcursor ic = { iov, iovcnt, 0 };
@@ -121,21 +162,11 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	}
 	if (flags & MSG_OOB)
 		return -EINVAL;
+migrating:
 	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
-		uint64_t head, prod;
-
-		/* Our queued bytes go first (the peer may be waiting for them
-		 * before it answers); what is left in our ring is read before
-		 * anything that arrives on TCP. */
-		rc = usmc_migrate_pump(sk, fd, !nonblock);
-		if (rc && rc != -EAGAIN)
+		rc = migrate_rx_ready(sk, fd, nonblock, &timeout);
+		if (rc)
 			return rc;
-		if (sk_mode(sk) == USMC_MODE_TCP || !sk->rx_p ||
-		    !usmc_rx_view(sk, &head, &prod) || head == prod) {
-			if (sk->tx_done)
-				usmc_migrate_finish(sk);
-			return USMC_PASS;
-		}
 	}
 	rc = usmc_family_lock(&sk->sh->rx_lock);
 	if (rc)
@@ -177,9 +208,7 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			if (done)
 				break;
 			usmc_family_unlock(&sk->sh->rx_lock);
-			if (sk->tx_done)
-				usmc_migrate_finish(sk);
-			return USMC_PASS;
+			goto migrating;
 		}
 		rc = rx_empty_state(sk);
 		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head)

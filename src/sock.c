@@ -13,6 +13,7 @@
 #include "sock.h"
 #include "sys.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 
 #define POOL_CHUNK	64
@@ -57,6 +58,11 @@ struct usmc_sock *usmc_sock_new(int fd, int kind)
 	struct usmc_sock_sh *sh = usmc_family_alloc();
 	struct usmc_sock *sk;
 
+	/* No fork-shared state (memfd refused, region full): the socket stays
+	 * plain TCP for its whole life, but it is tracked so the fallback is
+	 * counted and a proposing client is declined. */
+	if (!sh)
+		sh = usmc_family_alloc_private();
 	if (!sh)
 		return NULL;
 	sk = usmc_sock_wrap(fd, kind, sh);
@@ -83,7 +89,6 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	memset(&sk->local, 0, sizeof(sk->local));
 	memset(&sk->peer, 0, sizeof(sk->peer));
 	sk->ln = NULL;
-	sk->tcp_marked = false;
 	sk->lgr = NULL;
 	sk->slot = sk->gen = sk->size = 0;
 	sk->ctrl = NULL;
@@ -99,6 +104,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	memset(&sk->bound, 0, sizeof(sk->bound));
 	sk->epregs = NULL;
 	sk->in_nested = false;
+	STORE_RELAXED(&sk->held_fd, -1);
 	STORE_RELEASE(&sk->ref, 1);
 	return sk;
 }
@@ -110,15 +116,44 @@ void usmc_sock_get(struct usmc_sock *sk)
 
 void usmc_sock_put(struct usmc_sock *sk)
 {
+	usmc_sock_put_closing(sk, -1);
+}
+
+/*
+ * fd: the descriptor being closed (still open), for the release to talk to
+ * the TCP socket; -1 when the last reference goes elsewhere (then no
+ * descriptor number is trusted: it may already name another file).
+ */
+void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
+{
+	int held;
+
+	/* Others still hold it (a call in progress, or another descriptor):
+	 * keep the TCP socket alive past this close, as the kernel does. */
+	if (fd >= 0 && sk->kind == SK_CONN && LOAD_ACQUIRE(&sk->ref) > 1 &&
+	    LOAD_RELAXED(&sk->held_fd) < 0) {
+		int dup = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0), none = -1;
+
+		if (dup >= 0) {
+			usmc_ifd_mark(dup);
+			if (!atomic_compare_exchange_strong(&sk->held_fd, &none, dup))
+				usmc_ifd_close(dup);
+		}
+	}
 	if (atomic_fetch_sub_explicit(&sk->ref, 1, memory_order_acq_rel) != 1)
 		return;
+	held = atomic_exchange(&sk->held_fd, -1);
+	if (fd < 0)
+		fd = held;
 	/* Last local reference: the descriptor is gone from our table. */
 	usmc_epoll_forget(sk);
 	/* Releasing may still decide (and lock) an undecided connection. */
 	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
-		usmc_sock_release(sk);
+		usmc_sock_release(sk, fd);
 		usmc_family_free(sk->sh);
 	}
+	if (held >= 0)
+		usmc_ifd_close(held);
 	pthread_mutex_destroy(&sk->lock);
 	sk->sh = NULL;
 	pool_put(sk);

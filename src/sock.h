@@ -47,6 +47,8 @@ enum usmc_sock_kind {
 #define SKF_COUNTED	0x0080	/* smc_conns already counted */
 #define SKF_FB_COUNTED	0x2000	/* tcp_conns/fallback already counted */
 #define SKF_TCP_DATA	0x4000	/* MIGRATING: bytes wait on TCP behind the ring */
+#define SKF_TCP_SHUT	0x8000	/* MIGRATING: our ring FIN was passed on to TCP */
+#define SKF_LOST	0x10000	/* declined after the client left: its bytes are lost */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -71,7 +73,7 @@ struct usmc_sock_sh {
 	_Atomic uint32_t bell_owner;	/* wait.c: tid of the thread sleeping on the doorbell */
 	_Atomic uint32_t bell_owner_pid;	/* ... and its process */
 	_Atomic uint32_t wake_seq;	/* wait.c: futex the other waiters sleep on */
-	_Atomic uint32_t in_use;	/* family allocator */
+	_Atomic uint32_t in_use;	/* family allocator: 0 free, 1 used, USMC_SH_PRIVATE */
 };
 
 struct usmc_epreg;
@@ -87,7 +89,6 @@ struct usmc_sock {
 	char role;			/* 'C' or 'S' */
 	struct usmc_addr local, peer;
 	struct usmc_clc_ln *ln;		/* listener index (client: proposal; server: TCP mark) */
-	bool tcp_marked;		/* server: CLC entry holds TCP(h) for us */
 	struct usmc_lgr *lgr;
 	uint32_t slot, gen, size;
 	struct usmc_cdc_ctrl *ctrl;
@@ -108,6 +109,10 @@ struct usmc_sock {
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
 	unsigned int fork_gen;		/* fdtab.c: counted for the current fork */
 	bool in_nested;			/* registered in an epoll that is itself watched */
+	/* A descriptor closed while a call was still in progress on the
+	 * socket: our internal duplicate keeps the TCP socket open until the
+	 * last reference goes, as the kernel's file reference would. */
+	_Atomic int held_fd;
 	struct usmc_sock *free_next;
 };
 
@@ -188,7 +193,9 @@ static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 }
 
 /* family.c: fork-shared socket state */
+#define USMC_SH_PRIVATE	2	/* calloc'ed, not in the fork-shared region */
 struct usmc_sock_sh *usmc_family_alloc(void);
+struct usmc_sock_sh *usmc_family_alloc_private(void);
 void usmc_family_free(struct usmc_sock_sh *sh);
 int usmc_family_lock(pthread_mutex_t *m);
 void usmc_family_unlock(pthread_mutex_t *m);
@@ -204,10 +211,11 @@ struct usmc_sock *usmc_sock_new(int fd, int kind);
 struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
 void usmc_sock_get(struct usmc_sock *sk);
 void usmc_sock_put(struct usmc_sock *sk);
+void usmc_sock_put_closing(struct usmc_sock *sk, int fd);
 /* A descriptor that still refers to sk: hint if it does, else any, or -1. */
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
-void usmc_sock_release(struct usmc_sock *sk);
+void usmc_sock_release(struct usmc_sock *sk, int fd);
 
 /* af_usmc.c: socket calls */
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len);
@@ -250,6 +258,10 @@ int usmc_sock_outq(struct usmc_sock *sk);
 int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block);
 void usmc_migrate_finish(struct usmc_sock *sk);
 void usmc_migrate_follow(struct usmc_sock *sk, int fd);
+/* Client: the server declined our proposal (clc.h); 1 if so, else 0. */
+int usmc_migrate_declined(struct usmc_sock *sk);
+/* Last close of a migrating (or declined) connection: our queued bytes. */
+void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */

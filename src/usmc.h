@@ -20,7 +20,7 @@
 #include <sys/types.h>
 
 #define USMC_VERSION_STR	"0.1.0"
-#define USMC_PROTO_VERSION	1	/* shared-memory format generation */
+#define USMC_PROTO_VERSION	2	/* shared-memory format generation */
 
 #define likely(x)	__builtin_expect(!!(x), 1)
 #define unlikely(x)	__builtin_expect(!!(x), 0)

@@ -126,6 +126,12 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 		n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
+		/* The application closed this number under us (another thread
+		 * still in a call on the socket, as the kernel allows): not the
+		 * peer's doing; the socket lives on until that call returns. */
+		if ((n < 0 && (errno == EBADF || errno == ENOTSOCK)) ||
+		    usmc_sock_live_fd(sk, fd) != fd)
+			return;
 		if (n <= 0) {
 			/* FIN or RST: every process on the other side closed it. */
 			sk_set_flag(sk, SKF_TCP_EOF);
@@ -138,17 +144,25 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 			continue;
 		}
 		if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-			/* TCP bytes on a proposed connection: the server is not
-			 * taking part (a NAT or a listener we could not see).
-			 * Withdraw; queued bytes follow on TCP. */
+			bool declined = false;
+
+			/* A TCP byte on a proposed connection: the server's
+			 * decline byte (its answer is in the index, clc.h), or
+			 * the server is not taking part (a NAT, a listener we
+			 * could not see): withdraw.  Queued bytes follow on TCP. */
 			pthread_mutex_lock(&sk->lock);
-			if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-			    usmc_clc_withdraw(sk->ln, &sk->local)) {
+			if (usmc_migrate_declined(sk)) {
+				declined = true;
+			} else if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+				   usmc_clc_withdraw(sk->ln, &sk->local)) {
 				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
 				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
 				sk_set_mode(sk, USMC_MODE_MIGRATING);
+				usmc_dbg(1, "fd %d: proposal withdrawn, queued bytes move to TCP", fd);
 			}
 			pthread_mutex_unlock(&sk->lock);
+			if (declined)
+				continue;	/* consume the decline byte */
 			return;
 		}
 		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
@@ -337,7 +351,10 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	p[0].events = POLLIN;
 	p[0].revents = 0;
 	n = 1;
-	if (!sk_flag(sk, SKF_TCP_EOF)) {
+	/* Watch TCP (peer death, TCP bytes) through a number that is still
+	 * ours: the application may have closed fd while we wait. */
+	fd = usmc_sock_live_fd(sk, fd);
+	if (fd >= 0 && !sk_flag(sk, SKF_TCP_EOF)) {
 		p[1].fd = fd;
 		p[1].events = POLLIN | POLLRDHUP;
 		p[1].revents = 0;
