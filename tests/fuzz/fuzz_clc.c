@@ -10,7 +10,7 @@
  * the connecting[] announcements and the header, and the server's reads of
  * it (usmc_clc_match at every level of patience, usmc_clc_prop_check as
  * af_usmc.c's server_accept uses it, usmc_clc_answer, usmc_clc_has_proposal,
- * usmc_clc_release_tcp) and the client's reading of a decline
+ * usmc_clc_withdraw) and the client's reading of a decline
  * (usmc_clc_declined).  Separately, whole ln-<id> files with
  * a fuzzed header and size go through usmc_clc_ln_get (ln_open).
  *
@@ -146,10 +146,14 @@ static void op_propose(struct state *s, struct fz *f)
 	struct usmc_clc_entry before[USMC_CLC_WAYS];
 	struct usmc_clc_prop p;
 	unsigned int i;
+	uint8_t sel;
 	int rc;
 
 	memset(&p, 0, sizeof(p));
-	p.lgr_id = fz_u8(f) & 1 ? fz_u64(f) : 0x1234;
+	sel = fz_u8(f);
+	/* The listener's epoch as the client read it before its SYN. */
+	p.epoch = sel & 2 ? fz_u32(f) : LOAD_RELAXED(&ln->idx->epoch) - (sel & 4 ? fz_u8(f) : 0);
+	p.lgr_id = sel & 1 ? fz_u64(f) : 0x1234;
 	p.slot = fz_u8(f);
 	p.gen = fz_u32(f);
 	p.version = USMC_PROTO_VERSION;
@@ -164,12 +168,18 @@ static void op_propose(struct state *s, struct fz *f)
 
 		if (!memcmp(e, &before[i], sizeof(*e)))
 			continue;
-		/* Only our way, only if it was EMPTY, only to our proposal. */
-		FZ_CHECK(!rc && !before[i].word && e == s->e,
-			 "propose (rc %d) changed way %u (word %#llx)", rc, i,
-			 (unsigned long long)before[i].word);
-		FZ_CHECK(e->word == CLC_WORD(s->h, CLC_PROPOSED) && e->lgr_id == p.lgr_id &&
-			 e->gen == p.gen && e->slot == p.slot, "propose wrote another proposal");
+		/* Only our way, only if it was EMPTY or a TCP mark older than
+		 * our connect(), only to our proposal (or back to EMPTY when
+		 * the listener turned out degraded). */
+		FZ_CHECK(e == s->e && (!before[i].word || (CLC_STATE(before[i].word) == CLC_TCP &&
+			 !CLC_SEQ_AFTER(CLC_SEQ(before[i].word), (uint32_t)p.epoch))),
+			 "propose (rc %d) changed way %u (word %#llx, epoch %#llx)", rc, i,
+			 (unsigned long long)before[i].word, (unsigned long long)p.epoch);
+		if (rc)
+			FZ_CHECK(!e->word, "failed propose left %#llx", (unsigned long long)e->word);
+		else
+			FZ_CHECK(e->word == CLC_WORD(s->h, CLC_PROPOSED) && e->lgr_id == p.lgr_id &&
+				 e->gen == p.gen && e->slot == p.slot, "propose wrote another proposal");
 	}
 	if (!rc)
 		FZ_CHECK(s->e->word == CLC_WORD(s->h, CLC_PROPOSED), "propose: 0 but nothing posted");
@@ -255,10 +265,14 @@ static void op_match(struct state *s, struct fz *f)
 		 * answer; its owner's link group does not exist here). */
 		stale = w0 && w0 != CLC_WORD(s->h, CLC_PROPOSED) && w0 != CLC_WORD(s->h, CLC_CLAIM) &&
 			CLC_STATE(w0) != CLC_TCP;
+		/* Deciding marks TCP(h, epoch) over an empty entry, our
+		 * client's claim, any TCP mark (never acted on but by its own
+		 * client) or a stale entry it cleared first. */
 		FZ_CHECK(&ln->idx->e[s->client.port][i] == e &&
 			 ((w1 == 0 && stale) ||
-			  (how == CLC_DECIDE && w1 == CLC_WORD(s->h, CLC_TCP) &&
-			   (w0 == 0 || w0 == CLC_WORD(s->h, CLC_CLAIM) || stale))),
+			  (how == CLC_DECIDE && CLC_STATE(w1) == CLC_TCP && CLC_HASH(w1) == s->h &&
+			   (w0 == 0 || w0 == CLC_WORD(s->h, CLC_CLAIM) || CLC_STATE(w0) == CLC_TCP ||
+			    stale))),
 			 "match turned way %u from %#llx into %#llx", i, (unsigned long long)w0,
 			 (unsigned long long)w1);
 	}
@@ -269,23 +283,15 @@ static void op_misc(struct state *s, struct fz *f)
 	uint64_t w0 = LOAD_RELAXED(&s->e->word);
 	bool ok;
 
-	switch (fz_u8(f) % 3) {
-	case 0:
+	if (fz_u8(f) & 1) {
 		ok = usmc_clc_has_proposal(ln, &s->client);
 		FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)), "has_proposal %d on %#llx", ok,
 			 (unsigned long long)w0);
-		break;
-	case 1:
+	} else {
 		ok = usmc_clc_withdraw(ln, &s->client);
 		FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)) &&
 			 LOAD_RELAXED(&s->e->word) == (ok ? 0 : w0), "withdraw %d on %#llx", ok,
 			 (unsigned long long)w0);
-		break;
-	default:
-		usmc_clc_release_tcp(ln, &s->client);
-		FZ_CHECK(LOAD_RELAXED(&s->e->word) == (w0 == CLC_WORD(s->h, CLC_TCP) ? 0 : w0),
-			 "release_tcp on %#llx", (unsigned long long)w0);
-		break;
 	}
 }
 
@@ -435,6 +441,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < s.ntouched; i++)
 		memset(ln->idx->e[s.touched[i]], 0, sizeof(ln->idx->e[0]));
 	memset((void *)ln->idx->connecting, 0, sizeof(ln->idx->connecting));
+	memset((void *)ln->idx->connecting_lgr, 0, sizeof(ln->idx->connecting_lgr));
+	memset((void *)ln->idx->connecting_port, 0, sizeof(ln->idx->connecting_port));
+	STORE_RELAXED(&ln->idx->epoch, 0);
 	STORE_RELAXED(&ln->idx->degraded, 0);
 	STORE_RELAXED(&ln->idx->closed, 0);
 	return 0;
