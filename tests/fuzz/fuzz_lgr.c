@@ -49,13 +49,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* The header dev_loopback.c writes, from the slot count and ring size. */
-static void geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t ring)
+/* The header dev_loopback.c writes, from the slot count, ring size and DMB
+ * alignment (shift 12: pages, 21: huge pages). */
+static void geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t ring, uint32_t shift)
 {
+	uint64_t align = 1ULL << (shift & 63);
+
 	h->nslots = nslots;
 	h->ring_size = ring;
+	h->dmb_shift = shift;
 	h->ctrl_off = 4096;
-	h->dmb_off = (4096 + (uint64_t)nslots * sizeof(struct usmc_cdc_ctrl) + 4095) & ~4095ULL;
+	h->dmb_off = (4096 + (uint64_t)nslots * sizeof(struct usmc_cdc_ctrl) + align - 1) &
+		     ~(align - 1);
 	h->size = h->dmb_off + (uint64_t)nslots * 2 * ring;
 }
 
@@ -65,9 +70,10 @@ static bool header_ok(const struct usmc_lgr_hdr *h, uint64_t id, uint64_t fsize)
 
 	if (h->magic != USMC_LGR_MAGIC || h->version != USMC_PROTO_VERSION || h->id != id ||
 	    h->dev != USMC_DEV_LOOPBACK || !h->nslots || h->nslots > USMC_LGR_MAX_SLOTS ||
-	    h->ring_size < 4096 || h->ring_size > (64u << 20) || (h->ring_size & (h->ring_size - 1)))
+	    h->ring_size < 4096 || h->ring_size > (64u << 20) || (h->ring_size & (h->ring_size - 1)) ||
+	    (h->dmb_shift != 12 && h->dmb_shift != 21))
 		return false;
-	geometry(&g, h->nslots, h->ring_size);
+	geometry(&g, h->nslots, h->ring_size, h->dmb_shift);
 	return h->ctrl_off == g.ctrl_off && h->dmb_off == g.dmb_off && h->size == g.size &&
 	       fsize == h->size;
 }
@@ -108,7 +114,7 @@ static void op_attach(struct fz *f)
 	h.dev = USMC_DEV_LOOPBACK;
 	h.owner_pid = 1;
 	h.owner_uid = (uint32_t)geteuid();
-	geometry(&h, 1 + nsl % 8, 4096u << (sel & 3));
+	geometry(&h, 1 + nsl % 8, 4096u << (sel & 3), nsl & 0x80 ? 21 : 12);
 	/* Then the peer's word: any field, any value. */
 	if (sel & 4) {
 		uint8_t off = fz_u8(f) % sizeof(h), len = 1 + fz_u8(f) % 8;
@@ -116,9 +122,9 @@ static void op_attach(struct fz *f)
 		fz_bytes(f, (uint8_t *)&h + off, MIN((size_t)len, sizeof(h) - off));
 	}
 	if (sel & 8) {	/* a consistent but unusual geometry */
-		uint32_t ns = fz_u16(f), ring = fz_u32(f);
+		uint32_t ns = fz_u16(f), ring = fz_u32(f), shift = fz_u8(f);
 
-		geometry(&h, ns, ring);
+		geometry(&h, ns, ring, shift & 0x40 ? shift & 63 : 12 + (shift & 1) * 9);
 	}
 	fsize = h.size;
 	if (sel & 16)
