@@ -55,4 +55,13 @@ test:
 clean:
 	rm -rf build
 
-.PHONY: all asan tsan test clean tests
+# Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck, both
+# warning-free; tests/test_static.py runs this.
+LINT_SRC := $(wildcard src/*.c cli/*.c)
+lint:
+	@set -e; for f in $(LINT_SRC); do \
+		clang-tidy -quiet $$f -- -std=gnu11 -D_GNU_SOURCE -pthread -iquote src; done
+	cppcheck --enable=warning,performance,portability --std=c11 -D_GNU_SOURCE \
+		-iquote src --inline-suppr --quiet --error-exitcode=1 src/ cli/
+
+.PHONY: all asan tsan test clean tests lint

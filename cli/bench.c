@@ -118,6 +118,8 @@ static void bench_usage(FILE *f)
 		"  --cpus C,S            pin client to CPU C, server to CPU S (default 0,1;\n"
 		"                        'none' leaves them unpinned)\n"
 		"  --busy-poll US        USMC_BUSY_POLL for the usmc workers\n"
+		"  --tmpdir DIR          runtime directories under DIR (default /dev/shm), e.g.\n"
+		"                        a tmpfs mounted huge=always for USMC_DMB_TYPE=huge\n"
 		"  --env K=V             extra environment for the usmc workers (repeatable)\n"
 		"  --json                print one JSON object instead of the table\n"
 		"  --plot FILE.png       also draw the ratios to TCP (bench/plot.py)\n"
@@ -259,6 +261,10 @@ static int derive(struct bench *b, const struct bench_wl *wl, const char *tag,
 		  const struct bench_rec *c, const struct bench_rec *s, double *m)
 {
 	double ops = c->v[K_OPS], secs = c->v[K_SECS], cpu;
+	int k;
+
+	for (k = 0; k < BENCH_MAX_METRICS; k++)
+		m[k] = NAN;	/* metrics a workload does not have */
 
 	if (!c->has[K_OPS] || !c->has[K_TOTAL] || !s->has[K_TOTAL] || ops <= 0 || secs <= 0) {
 		failf(b, "%s: incomplete worker records", tag);
@@ -545,6 +551,7 @@ int cmd_bench(int argc, char **argv)
 		{ "warmup", required_argument, NULL, O_WARMUP },
 		{ "cpus", required_argument, NULL, 'c' },
 		{ "busy-poll", required_argument, NULL, 'b' },
+		{ "tmpdir", required_argument, NULL, 'T' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "plot", required_argument, NULL, 'p' },
@@ -577,7 +584,7 @@ int cmd_bench(int argc, char **argv)
 	cfg->duration = 0.5;
 	cfg->extra_env = extra;
 	default_cpus(cfg);
-	while ((opt = getopt_long(argc, argv, "qw:t:n:d:c:b:e:jp:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "qw:t:n:d:c:b:T:e:jp:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'q':
 			break;
@@ -627,6 +634,9 @@ int cmd_bench(int argc, char **argv)
 				goto out;
 			}
 			cfg->busy_poll = optarg;
+			break;
+		case 'T':
+			cfg->tmpbase = optarg;
 			break;
 		case 'e':
 			if (!strchr(optarg, '=') || optarg[0] == '=') {
@@ -707,7 +717,8 @@ int cmd_bench(int argc, char **argv)
 				for (k = 0; k < BENCH_MAX_METRICS; k++)
 					res->s[i][j][r][k] = NAN;
 	b.res = res;
-	e = bench_tmpdir_create(access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm", b.tmpdir,
+	e = bench_tmpdir_create(cfg->tmpbase ? cfg->tmpbase :
+				access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm", b.tmpdir,
 				sizeof(b.tmpdir));
 	if (e < 0) {
 		fprintf(stderr, "usmc bench: %s: %s\n", b.tmpdir, strerror(-e));

@@ -171,6 +171,7 @@ struct bench_cfg {
 	bool json;
 	const char *plot;
 	const char *busy_poll;
+	const char *tmpbase;		/* where run directories go (--tmpdir) */
 	char **extra_env;
 	char lib[4096];
 };

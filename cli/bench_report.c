@@ -239,7 +239,7 @@ void bench_print_table(const struct bench_cfg *c, const struct bench_results *r)
 			printf("%-40s", lbl);
 			cell(c, r, fi, 0, (int)mi, "");
 			for (i = 0; i < ARRAY_SIZE(vs); i++) {
-				double u, f, x;
+				double u = NAN, f = NAN, x;
 
 				if (vs[i].floor_metric != (int)mi)
 					continue;

@@ -245,7 +245,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	}
 	/* Announced before the SYN: a server that must decide first waits
 	 * for our proposal instead of missing it (clc.c, wait_connecting). */
-	cslot = reason ? -1 : usmc_clc_connect_begin(ln, l->id, &epoch);
+	cslot = !reason && ln ? usmc_clc_connect_begin(ln, l->id, &epoch) : -1;
 	rc = real.connect(fd, sa, len);
 	err = rc ? errno : 0;
 	if (rc && err != EINPROGRESS) {
@@ -352,7 +352,7 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 {
 	struct usmc_reg_listener rec;
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t sslen = sizeof(ss);
 	int rc, on = 0;
 	socklen_t olen = sizeof(on);
@@ -746,19 +746,16 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 /* From the last descriptor's close (in whichever process it happens). */
 void usmc_conn_release(struct usmc_sock *sk, int fd)
 {
-	uint32_t mode;
-
 	/* Undecided at close: closing is acting, so decide; a usmc client's
 	 * proposal (waited for if in flight) is accepted, and the client sees
 	 * an orderly SMC close rather than a vanished peer. */
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED && fd >= 0)
 		usmc_server_resolve(sk, fd, true);
-	mode = sk_mode(sk);
-
 	if (sk_flag(sk, SKF_COUNT_LATER))
 		usmc_sock_count_late(sk, fd);
 	if (sk->lgr) {
 		bool attached = true;
+		uint32_t mode;
 
 		/* A proposed client leaves its proposal: the server may still
 		 * match it and read the bytes we queued (then see our close),

@@ -33,13 +33,22 @@ static bool lo_probe(void)
 	return usmc_rundir_init() == 0;
 }
 
-static size_t lgr_geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t ring)
+/* DMB placement: page aligned, or huge-page aligned for dmb_type=huge (a
+ * tmpfs mounted with huge= then backs each ring with 2 MB pages). */
+#define DMB_SHIFT_REGULAR	12
+#define DMB_SHIFT_HUGE		21
+
+static size_t lgr_geometry(struct usmc_lgr_hdr *h, uint32_t nslots, uint32_t ring,
+			   uint32_t shift)
 {
+	uint64_t align = 1ULL << shift;
+
 	h->nslots = nslots;
 	h->ring_size = ring;
+	h->dmb_shift = shift;
 	h->ctrl_off = 4096;
-	h->dmb_off = (h->ctrl_off + (uint64_t)nslots * sizeof(struct usmc_cdc_ctrl) + 4095) &
-		     ~4095ULL;
+	h->dmb_off = (h->ctrl_off + (uint64_t)nslots * sizeof(struct usmc_cdc_ctrl) + align - 1) &
+		     ~(align - 1);
 	h->size = h->dmb_off + (uint64_t)nslots * 2 * ring;
 	return h->size;
 }
@@ -52,7 +61,7 @@ static void lgr_map_setup(struct usmc_lgr *l, const struct usmc_lgr_hdr *h)
 	l->size = h->size;
 	l->ctrl = (struct usmc_cdc_ctrl *)(l->base + h->ctrl_off);
 	l->dmb = l->base + h->dmb_off;
-	if (!strcmp(usmc_opt.dmb_type, "huge"))
+	if (h->dmb_shift == DMB_SHIFT_HUGE)
 		madvise(l->base + h->dmb_off, h->size - h->dmb_off, MADV_HUGEPAGE);
 }
 
@@ -75,7 +84,8 @@ static int lo_lgr_create(struct usmc_lgr *l)
 		rc = fd;
 		goto err_dir;
 	}
-	lgr_geometry(&h, l->nslots, l->ring_size);
+	lgr_geometry(&h, l->nslots, l->ring_size,
+		     strcmp(usmc_opt.dmb_type, "huge") ? DMB_SHIFT_REGULAR : DMB_SHIFT_HUGE);
 	/* Header and control blocks are backed now; rings grow on demand
 	 * (dmb_reserve), so a full tmpfs never faults an access. */
 	if (ftruncate(fd, (off_t)h.size) || fallocate(fd, 0, 0, (off_t)h.dmb_off)) {
@@ -142,11 +152,12 @@ static int lo_lgr_attach(struct usmc_lgr *l)
 	/* The header is the peer's word: check every field against the file. */
 	if (h.magic != USMC_LGR_MAGIC || h.version != USMC_PROTO_VERSION || h.id != l->id ||
 	    h.dev != USMC_DEV_LOOPBACK || !h.nslots || h.nslots > USMC_LGR_MAX_SLOTS ||
-	    h.ring_size < 4096 || h.ring_size > (64u << 20) || (h.ring_size & (h.ring_size - 1))) {
+	    h.ring_size < 4096 || h.ring_size > (64u << 20) || (h.ring_size & (h.ring_size - 1)) ||
+	    (h.dmb_shift != DMB_SHIFT_REGULAR && h.dmb_shift != DMB_SHIFT_HUGE)) {
 		rc = -EBADMSG;
 		goto err;
 	}
-	lgr_geometry(&expect, h.nslots, h.ring_size);
+	lgr_geometry(&expect, h.nslots, h.ring_size, h.dmb_shift);
 	if (h.ctrl_off != expect.ctrl_off || h.dmb_off != expect.dmb_off ||
 	    h.size != expect.size || (uint64_t)st.st_size != h.size) {
 		rc = -EBADMSG;

@@ -196,10 +196,7 @@ static void lgr_prune_locked(void)
 
 		if (!l->refs) {
 			idle++;
-			if (idle > LGR_IDLE_KEEP)
-				drop = true;
-			else if (!l->owner && !l->dev->lgr_peer_alive(l))
-				drop = true;
+			drop = idle > LGR_IDLE_KEEP || (!l->owner && !l->dev->lgr_peer_alive(l));
 		}
 		if (drop) {
 			*pp = l->next;

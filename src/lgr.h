@@ -33,6 +33,8 @@ struct usmc_lgr_hdr {
 	uint32_t owner_pid;
 	uint32_t owner_uid;
 	uint32_t dev;
+	uint32_t dmb_shift;		/* DMBs start 1 << dmb_shift aligned (12 or 21) */
+	uint32_t __pad;
 	uint64_t ctrl_off, dmb_off, size;
 };
 

@@ -359,10 +359,11 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 			ncross++;
 		}
 	}
+	/* More than one candidate: the kernel picks, we cannot know which. */
+	if (nsame > 1 || (!nsame && ncross > 1))
+		return USMC_R_UNCERTAIN;
 	if (nsame == 1) {
 		*out = same;
-	} else if (nsame > 1) {
-		return USMC_R_UNCERTAIN;
 	} else if (ncross == 1) {
 		/* Another namespace, and not an address of ours: reached by route. */
 		if (!local_checked) {
@@ -372,8 +373,6 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 		if (local)
 			return USMC_R_UNCERTAIN;
 		*out = cross;
-	} else if (ncross > 1) {
-		return USMC_R_UNCERTAIN;
 	} else {
 		return reason;
 	}

@@ -182,6 +182,8 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 {
 	int start = (int)(getpid() % USMC_STATS_PROCS), k;
 
+	if (!f)
+		return -EINVAL;
 	for (k = 0; k < USMC_STATS_PROCS; k++) {
 		int i = (start + k) % USMC_STATS_PROCS;
 		struct usmc_stats_proc *p = &f->procs[i];

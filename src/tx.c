@@ -13,7 +13,9 @@
 #include "sock.h"
 #include "sys.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
 #define TX_RESERVE_CHUNK	(256u << 10)
 
@@ -53,9 +55,63 @@ struct iov_cursor {
 	size_t off;		/* offset inside iov[0] */
 };
 
+/*
+ * USMC_DMB_COPY=1 (the seeds' dmb_copy, for measuring what no-copy saves):
+ * stage the bytes in a private send buffer first, then copy them into the
+ * peer's DMB, as an SMC-D device without no-copy support does.
+ */
+#define STAGE_LEN	65536
+static __thread uint8_t *stage;
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+
+static void stage_key_init(void)
+{
+	pthread_key_create(&stage_key, free);	/* freed when the thread exits */
+}
+
+static bool stage_get(void)
+{
+	if (stage)
+		return true;
+	pthread_once(&stage_once, stage_key_init);
+	stage = malloc(STAGE_LEN);
+	if (stage)
+		pthread_setspecific(stage_key, stage);
+	return stage;
+}
+
+static void iov_to_ring_staged(struct iov_cursor *ic, uint8_t *ring, uint32_t size,
+			       uint64_t pos, size_t len)
+{
+	while (len) {
+		size_t chunk = MIN(len, (size_t)STAGE_LEN), got = 0;
+
+		while (got < chunk) {
+			size_t n = MIN(chunk - got, ic->iov->iov_len - ic->off);
+
+			memcpy(stage + got, (const uint8_t *)ic->iov->iov_base + ic->off, n);
+			got += n;
+			ic->off += n;
+			if (ic->off == ic->iov->iov_len) {
+				ic->iov++;
+				ic->cnt--;
+				ic->off = 0;
+			}
+		}
+		ring_put(ring, size, pos, stage, chunk);
+		pos += chunk;
+		len -= chunk;
+	}
+}
+
 static void iov_to_ring(struct iov_cursor *ic, uint8_t *ring, uint32_t size, uint64_t pos,
 			size_t len)
 {
+	if (unlikely(usmc_opt.dmb_copy) && stage_get()) {
+		iov_to_ring_staged(ic, ring, size, pos, len);
+		return;
+	}
 	while (len) {
 		size_t n = MIN(len, ic->iov->iov_len - ic->off);
 

@@ -21,11 +21,10 @@ Each run gets:
 and runs under `timeout`.  Exit 0 passes, 77 skips, anything else fails.
 
 Sanitizer options, and why:
-  ASAN_OPTIONS=detect_leaks=0   LSan reports the library's deliberately
-      process-lifetime objects (type-stable socket pool, epoll arena,
-      mappings kept for forked children) and every forked child that
-      _exit()s holding its parent's heap; leaks are not what these tests
-      look for.
+  ASAN_OPTIONS=detect_leaks=1   LeakSanitizer runs at every exit: the
+      library's process-lifetime objects (socket pool, epoll arena) stay
+      reachable from globals, so anything reported is a real leak; forked
+      children that _exit() skip the check, as they should.
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1   the build already
       uses -fno-sanitize-recover=undefined; this adds stacks.
   TSAN_OPTIONS=halt_on_error=1:die_after_fork=0:report_signal_unsafe=0
@@ -99,7 +98,7 @@ def _env(build, rundir, extra=None):
         env.pop(k, None)
     env["USMC_RUNDIR"] = rundir
     env["USMC_CLI"] = str(BUILDS[build] / "usmc")
-    env["ASAN_OPTIONS"] = "detect_leaks=0:symbolize=0"
+    env["ASAN_OPTIONS"] = "detect_leaks=1:symbolize=0"
     env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:symbolize=0"
     env["TSAN_OPTIONS"] = "halt_on_error=1:die_after_fork=0:report_signal_unsafe=0:symbolize=0"
     if extra:
