@@ -1917,6 +1917,7 @@ def main(argv):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     res = None
+    snap = None
     try:
         if cfg.load:
             res = json.loads(Path(cfg.load).read_text())
@@ -1935,12 +1936,10 @@ def main(argv):
                 return 2
             workdir = tempfile.mkdtemp(prefix="usmc-programs-")
             build_info = describe_build(cfg.build)
-            snap = None
             if not cfg.no_snapshot:
-                # One consistent library for the whole run, whatever `make`
-                # others run in the meantime.
-                snap = Path(workdir) / "build"
-                snap.mkdir()
+                # One consistent library for the whole run (usmc bench
+                # included), whatever `make` others run in the meantime.
+                snap = Path(tempfile.mkdtemp(prefix="usmc-programs-build-"))
                 for f in ("usmc", "libusmc.so"):
                     shutil.copy2(str(cfg.build / f), str(snap / f))
                 build_info["snapshot"] = True
@@ -1972,8 +1971,6 @@ def main(argv):
                         res.setdefault("notes", []).append("no perf: profile skipped")
                         log("programs.py: perf not usable, profile skipped")
             finally:
-                if snap is not None:
-                    shutil.rmtree(str(snap), ignore_errors=True)
                 if not cfg.keep_logs and not os.listdir(workdir):
                     shutil.rmtree(workdir, ignore_errors=True)
                 elif os.path.isdir(workdir):
@@ -1995,16 +1992,21 @@ def main(argv):
             docdir = Path(cfg.doc_dir)
             perf = docdir / "perf"
             perf.mkdir(parents=True, exist_ok=True)
+            if not (cfg.load and Path(cfg.load).resolve() == (perf / "programs.json").resolve()):
+                # Saved first: a failure below must not lose the measurements.
+                (perf / "programs.json").write_text(json.dumps(res, indent=1) + "\n")
             if cfg.bench_json:
                 bench = json.loads(Path(cfg.bench_json).read_text())
                 if "tool" in bench:          # one plain `usmc bench --json` output
                     bench = {"apart": bench}
             else:
-                bench = run_usmc_bench(cfg)
+                try:
+                    bench = run_usmc_bench(cfg)
+                except RuntimeError as e:
+                    log("programs.py: usmc bench failed, document without it: %s" % e)
+                    bench = {}
             files = {"programs_json": "programs.json", "bench_json": "usmc-bench.json",
                      "programs_png": "programs.png", "bench_png": None}
-            if not (cfg.load and Path(cfg.load).resolve() == (perf / "programs.json").resolve()):
-                (perf / "programs.json").write_text(json.dumps(res, indent=1) + "\n")
             if not (cfg.bench_json and
                     Path(cfg.bench_json).resolve() == (perf / "usmc-bench.json").resolve()):
                 (perf / "usmc-bench.json").write_text(json.dumps(bench, indent=1) + "\n")
@@ -2034,6 +2036,8 @@ def main(argv):
         return 130
     finally:
         PROCS.kill_all()
+        if snap is not None:
+            shutil.rmtree(str(snap), ignore_errors=True)
 
 
 if __name__ == "__main__":
