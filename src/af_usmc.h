@@ -5,6 +5,7 @@
 #ifndef USMC_AF_USMC_H
 #define USMC_AF_USMC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct usmc_sock;
@@ -22,6 +23,11 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
 int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 struct usmc_lgr;
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen);
+void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached);
+/* Both ends: the connection is on shared memory from now on. */
+void usmc_conn_established(struct usmc_sock *sk);
+/* accept.c: an undecided server connection looks for a proposal (cheap). */
+void usmc_server_resolve_quick(struct usmc_sock *sk, int fd);
 /* exec.c */
 void usmc_exec_adopt(void);
 

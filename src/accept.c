@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+/*
+ * accept.c - the server side of the CLC handshake.
+ *
+ * accept() matches the connection's 4-tuple in the listener's CLC index
+ * (clc.h).  A proposal there is accepted once the client's link group is
+ * attached and our side of the slot bound, and answered in the control
+ * block; anything the server cannot do is declined in the index, with a
+ * counted reason.  No proposal yet: the connection stays undecided until
+ * the application acts on it (usmc_server_resolve()), so that a client
+ * still inside connect() is not missed.
+ */
+#include "af_usmc.h"
+#include "clc.h"
+#include "fdtab.h"
+#include "log.h"
+#include "options.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <netinet/in.h>
+
+static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_prop *p)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct usmc_cdc_ctrl *c;
+	struct usmc_addr srv;
+	struct usmc_lgr *l;
+	int reason, rc;
+
+	reason = usmc_clc_prop_check(p, &sk->peer);
+	if (reason)
+		return reason;
+	reason = usmc_conn_resources(sk, fd);
+	if (reason)
+		return reason;
+	rc = usmc_lgr_attach(p->lgr_id, &l);
+	if (rc) {
+		STAT_INC(handshake_errors);
+		usmc_dbg(1, "accept fd %d: cannot attach link group %016llx: %s", fd,
+			 (unsigned long long)p->lgr_id, strerror(-rc));
+		return rc == -EPERM ? USMC_R_PERMISSION : rc == -ENOENT ? USMC_R_PEER_GONE :
+		       rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	if (p->slot >= l->nslots) {
+		usmc_lgr_put(l);
+		STAT_INC(handshake_errors);
+		return USMC_R_INTERNAL;
+	}
+	c = usmc_lgr_ctrl(l, p->slot);
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
+	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
+		sk->local = srv;
+	/* The control block must describe exactly this connection. */
+	/* (A client that already closed left the slot draining: still ours.) */
+	if (LOAD_ACQUIRE(&c->c.gen) != p->gen || LOAD_RELAXED(&c->c.state) == SLOT_FREE ||
+	    !usmc_addr_ip_eq(&c->c.client, &sk->peer) || c->c.client.port != sk->peer.port ||
+	    !usmc_addr_ip_eq(&c->c.server, &sk->local) || c->c.server.port != sk->local.port) {
+		STAT_INC(handshake_errors);
+		usmc_lgr_put(l);
+		return USMC_R_INTERNAL;
+	}
+	rc = usmc_conn_bind_slot(sk, l, p->slot, p->gen);
+	if (rc) {
+		usmc_lgr_put(l);
+		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	/* Ready: take the proposal.  Lost only to the client withdrawing
+	 * (it saw TCP bytes), which then goes on over TCP by itself. */
+	if (!usmc_clc_answer(sk->ln, &sk->peer, 0)) {
+		usmc_conn_unbind_slot(sk, false);
+		return USMC_R_WITHDRAWN;
+	}
+	c->s.pid = (uint32_t)getpid();
+	/* The answer; pairs with the acquire load in usmc_sock_refresh(). */
+	STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
+	usmc_conn_established(sk);
+	/* The client may already sleep on its first read. */
+	usmc_kick_data(sk);
+	usmc_kick_space(sk);
+	return 0;
+}
+
+/*
+ * Decline a matched proposal: in the index entry (needs nothing we may have
+ * run out of), then one byte on TCP that wakes the client wherever it
+ * sleeps; it consumes that byte (clc.h).  Best effort: tell the client's
+ * link group we will never use the slot, so it is free again at once.
+ * Returns false when the client withdrew first.
+ */
+static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_prop *p,
+			  int reason)
+{
+	static const char decline_byte = 0;
+	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+	bool gone, queued = true;
+	struct usmc_lgr *l;
+
+	if (!usmc_clc_answer(ln, &p->client, reason))
+		return -1;
+	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* A client that already closed cannot move what it queued to TCP. */
+	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	if (!usmc_lgr_attach(p->lgr_id, &l)) {
+		if (p->slot < l->nslots) {
+			struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
+
+			if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
+				queued = LOAD_ACQUIRE(&c->c2s_p.prod) != 0;
+				STORE_RELEASE(&c->s.released_gen, p->gen);
+			}
+		}
+		usmc_lgr_put(l);
+	}
+	return gone && queued;
+}
+
+/* Act on a match result; caller holds sk->lock or owns sk exclusively. */
+static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p)
+{
+	if (!reason) {
+		reason = server_accept(sk, fd, p);
+		if (reason && reason != USMC_R_WITHDRAWN) {
+			int lost = server_decline(sk->ln, fd, p, reason);
+
+			if (lost < 0)
+				reason = USMC_R_WITHDRAWN;
+			else if (lost)
+				sk_set_flag(sk, SKF_LOST);	/* reads: ECONNRESET */
+		}
+		/* Either way the client sent (or will send) one wake byte. */
+		sk_set_flag(sk, SKF_WAKEBYTE);
+		if (!reason) {
+			usmc_check_tcp(sk, fd);
+			return;
+		}
+	}
+	/* No proposal because we told clients we were short: say why. */
+	if (reason == USMC_R_PEER_NOT_USMC && sk->ln &&
+	    (LOAD_RELAXED(&sk->ln->idx->degraded) & CLC_LN_BUSY))
+		reason = USMC_R_LIMIT;
+	usmc_sock_set_tcp(sk, reason);
+}
+
+/*
+ * Out of memory for even a socket record: the connection stays untracked
+ * plain TCP.  A client that proposed must still learn it (declined), and
+ * its wake byte must not reach the application: wait for it here.
+ */
+static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockaddr *sa,
+			     socklen_t salen)
+{
+	struct usmc_clc_prop prop;
+	struct usmc_addr peer;
+	char c;
+
+	usmc_stats_attach();
+	STAT_INC(tcp_conns);
+	STAT_INC(fallback[USMC_R_MEM]);
+	if (!lsk->lst || usmc_addr_from_sa(&peer, sa, salen) ||
+	    usmc_clc_match(lsk->lst, &peer, &prop, CLC_DECIDE))
+		return;
+	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0)
+		return;
+	for (;;) {
+		struct pollfd p = { .fd = nfd, .events = POLLIN };
+
+		if (real.recv(nfd, &c, 1, MSG_DONTWAIT) >= 0 || (errno != EAGAIN && errno != EINTR))
+			return;
+		sys_poll(&p, 1, -1);
+	}
+}
+
+int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, socklen_t *salen,
+		     int flags)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	struct usmc_clc_prop prop;
+	struct usmc_sock *sk;
+	int nfd, reason;
+
+	nfd = real.accept4(lfd, (struct sockaddr *)&ss, &sslen, flags);
+	if (nfd < 0)
+		return nfd;
+	if (sa && salen) {
+		memcpy(sa, &ss, MIN((size_t)*salen, (size_t)sslen));
+		*salen = sslen;
+	}
+	sk = usmc_sock_new(nfd, SK_CONN);
+	if (!sk) {
+		server_untracked(lsk, nfd, (struct sockaddr *)&ss, sslen);
+		return nfd;
+	}
+	sk->role = 'S';
+	usmc_stats_attach();
+	usmc_addr_from_sa(&sk->peer, (struct sockaddr *)&ss, sslen);
+	sk->local = lsk->bound;
+	if (flags & SOCK_NONBLOCK)
+		sk_set_flag(sk, SKF_NONBLOCK);
+
+	if (!lsk->lst) {
+		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
+			 USMC_R_DISABLED : USMC_R_RUNDIR;
+		usmc_sock_set_tcp(sk, reason);
+	} else {
+		sk->ln = usmc_clc_ln_ref(lsk->lst);
+		/* Short of descriptors: later clients fall back by themselves. */
+		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);
+		if (reason == USMC_CLC_PENDING) {
+			/* Rarely: the client is still between connect() and its
+			 * proposal.  Decide when the application acts. */
+			sk_set_mode(sk, USMC_MODE_UNDECIDED);
+		} else {
+			server_settle(sk, nfd, reason, &prop);
+		}
+	}
+	usmc_conn_stats_open(sk, nfd);
+	if (usmc_fd_install(nfd, sk))
+		usmc_sock_put(sk);
+	return nfd;
+}
+
+void usmc_server_resolve_quick(struct usmc_sock *sk, int fd)
+{
+	if (usmc_clc_has_proposal(sk->ln, &sk->peer))
+		usmc_server_resolve(sk, fd, false);
+}
+
+void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
+{
+	struct usmc_clc_prop prop;
+	int reason;
+	char c;
+
+	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
+		return;
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
+		goto out;
+	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide ? CLC_DECIDE : CLC_PEEK);
+	if (reason == USMC_CLC_PENDING) {
+		/* No proposal: TCP bytes or EOF from a client that is not usmc
+		 * (or proposed too late) settle it; nothing settles nothing. */
+		ssize_t n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			goto out;
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
+	}
+	server_settle(sk, fd, reason, &prop);
+	if (sk->st) {
+		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
+		sk->st->local = sk->local;
+	}
+out:
+	pthread_mutex_unlock(&sk->lock);
+}
