@@ -48,6 +48,7 @@ tsan:
 	$(MAKE) O=build/tsan CFLAGS="-O1 -g -fsanitize=thread" all tests
 
 include tests/unit/Makefile.inc
+include tests/fuzz/Makefile.inc
 
 test:
 	tests/run

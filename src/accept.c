@@ -42,7 +42,8 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		STAT_INC(handshake_errors);
 		usmc_dbg(1, "accept fd %d: cannot attach link group %016llx: %s", fd,
 			 (unsigned long long)p->lgr_id, strerror(-rc));
-		return rc == -EPERM ? USMC_R_PERMISSION : rc == -ENOENT ? USMC_R_PEER_GONE :
+		return rc == -EPERM || rc == -EACCES ? USMC_R_PERMISSION :
+		       rc == -ENOENT ? USMC_R_PEER_GONE :
 		       rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
 	if (p->slot >= l->nslots) {
@@ -89,33 +90,41 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
  * run out of), then one byte on TCP that wakes the client wherever it
  * sleeps; it consumes that byte (clc.h).  Best effort: tell the client's
  * link group we will never use the slot, so it is free again at once.
- * Returns false when the client withdrew first.
+ *
+ * Returns -1 when the client withdrew first, 1 when the client can no
+ * longer move the bytes it queued to TCP (reads must end in ECONNRESET, not
+ * in a clean EOF short of them), else 0.  A live client never ends its TCP
+ * stream while it waits for our answer (shutdown(SHUT_WR) only raises DONE
+ * in the ring; its FIN follows the migrated bytes), so a hang-up seen
+ * before the answer means it closed or died; after the answer it may just
+ * be a client that moved its bytes and half-closed.  CLOSED on its ring
+ * means it closed while still proposed: its bytes stay in the ring.
  */
 static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_prop *p,
 			  int reason)
 {
 	static const char decline_byte = 0;
 	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
-	bool gone, queued = true;
+	bool gone, queued = false, closed = false;
 	struct usmc_lgr *l;
 
+	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
 	if (!usmc_clc_answer(ln, &p->client, reason))
 		return -1;
 	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	/* A client that already closed cannot move what it queued to TCP. */
-	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
-	if (!usmc_lgr_attach(p->lgr_id, &l)) {
-		if (p->slot < l->nslots) {
-			struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
+	if (usmc_lgr_attach(p->lgr_id, &l))
+		return gone;	/* its link group is gone: so are its bytes, if any */
+	if (p->slot < l->nslots) {
+		struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
 
-			if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
-				queued = LOAD_ACQUIRE(&c->c2s_p.prod) != 0;
-				STORE_RELEASE(&c->s.released_gen, p->gen);
-			}
+		if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
+			queued = LOAD_ACQUIRE(&c->c2s_p.prod) != 0;
+			closed = LOAD_ACQUIRE(&c->s2c_c.flags) & CDC_F_CLOSED;
+			STORE_RELEASE(&c->s.released_gen, p->gen);
 		}
-		usmc_lgr_put(l);
 	}
-	return gone && queued;
+	usmc_lgr_put(l);
+	return (gone || closed) && queued;
 }
 
 /* Act on a match result; caller holds sk->lock or owns sk exclusively. */

@@ -56,6 +56,27 @@ static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
 	return true;
 }
 
+/*
+ * May we load from e without writing?  A load through a shared mapping of
+ * a tmpfs hole allocates the page, and SIGBUS when the tmpfs is full: a
+ * page nobody backed holds no proposal, so say so without touching it.
+ */
+static bool entry_readable(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
+{
+	size_t off = (size_t)((const char *)e - (const char *)ln->idx) & ~(size_t)4095;
+	size_t page = off / 4096;
+	uint64_t bit = 1ULL << (page % 64);
+
+	if (page >= CLC_INDEX_PAGES)
+		return false;
+	if (LOAD_RELAXED(&ln->backed[page / 64]) & bit)
+		return true;
+	if (lseek(ln->fd, (off_t)off, SEEK_DATA) != (off_t)off)
+		return false;
+	atomic_fetch_or(&ln->backed[page / 64], bit);
+	return true;
+}
+
 static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t tuple_hash(const struct usmc_addr *a)
@@ -514,8 +535,7 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		if (!decide)
 			return USMC_CLC_PENDING;
 		atomic_fetch_or(&ln->idx->degraded, CLC_LN_NOMARK);
-		w = atomic_load(&e->word);
-		if (CLC_HASH(w) != h || !entry_backed(ln, e))
+		if (!entry_readable(ln, e))
 			return USMC_R_MEM;
 	}
 	for (;;) {
@@ -607,6 +627,7 @@ int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
 	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
 
-	return LOAD_ACQUIRE(&entry_of(ln, client, h)->word) == CLC_WORD(h, CLC_PROPOSED);
+	return entry_readable(ln, e) && LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED);
 }

@@ -250,13 +250,13 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
 {
-	uint64_t max = (uint64_t)usmc_opt.spin_us * 1000, b = ep->spin_ns;
+	uint64_t max = (uint64_t)usmc_opt.spin_us * 1000, b = LOAD_RELAXED(&ep->spin_ns);
 
 	if (hit)
 		b = MIN(max, MAX(b, spent * 2 + EP_SPIN_MIN_NS));
 	else
 		b = MAX(EP_SPIN_MIN_NS, b / 2);
-	ep->spin_ns = (uint32_t)b;
+	STORE_RELAXED(&ep->spin_ns, (uint32_t)b);
 }
 
 /* Bring a record's kernel entries in line with the socket's current path. */

@@ -50,7 +50,7 @@ struct usmc_epreg {
 
 struct usmc_ep {
 	int refs;			/* descriptors referring to this instance */
-	uint32_t spin_ns;		/* adaptive spin budget */
+	_Atomic uint32_t spin_ns;	/* adaptive spin budget (relaxed: a hint) */
 	struct usmc_epreg *regs;
 	struct usmc_epreg *ready;	/* may be ready: looked at by every call */
 	struct usmc_epreg *watch;	/* not ready, not armed: peeked by every call */

@@ -299,7 +299,7 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	if (!ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
 		return 0;
 	budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
-		 MIN((uint64_t)usmc_opt.spin_us * 1000, (uint64_t)ep->spin_ns);
+		 MIN((uint64_t)usmc_opt.spin_us * 1000, (uint64_t)LOAD_RELAXED(&ep->spin_ns));
 	if (!budget)
 		return 0;
 	/* Spin without ep_lock (other threads' epoll calls go on): on a

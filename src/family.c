@@ -133,9 +133,10 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		STORE_RELAXED(&sh->abort, 0);
 		STORE_RELAXED(&sh->so_error, 0);
 		sh->data_rung = sh->space_rung = 0;
-		sh->spin_ns = 0;
+		STORE_RELAXED(&sh->spin_ns, 0);
 		STORE_RELAXED(&sh->bell_owner, 0);
 		STORE_RELAXED(&sh->wake_seq, 0);
+		STORE_RELAXED(&sh->followers, 0);
 		return sh;
 	}
 	return NULL;

@@ -40,24 +40,28 @@
 /* Receive into iov on a tracked socket; USMC_PASS when it is plain TCP. */
 static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
-	if (!sk_is_smc_path(sk)) {
-		/* Declined after the client had closed with bytes queued in
-		 * shared memory: they are lost, say so as TCP would (RST). */
-		if (unlikely(sk_flag(sk, SKF_LOST)) &&
-		    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
-			return -ECONNRESET;
-		/* A server that declined late: the client's CLC wake byte is
-		 * not the application's. */
-		if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_PEEK)) {
-			int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
-						    sk_flag(sk, SKF_NONBLOCK));
+	if (sk_is_smc_path(sk)) {
+		ssize_t r = usmc_rx(sk, fd, iov, cnt, flags);
 
-			if (rc)
-				return rc;
-		}
-		return USMC_PASS;
+		/* USMC_PASS: on TCP now, or migrating with the ring drained. */
+		if (r != USMC_PASS)
+			return r;
 	}
-	return usmc_rx(sk, fd, iov, cnt, flags);
+	/* Declined after the client had closed with bytes queued in shared
+	 * memory: they are lost, say so as TCP would (RST). */
+	if (unlikely(sk_flag(sk, SKF_LOST)) &&
+	    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
+		return -ECONNRESET;
+	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
+	 * never the application's, not even for a peek. */
+	if (unlikely(sk_flag(sk, SKF_WAKEBYTE))) {
+		int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
+					    sk_flag(sk, SKF_NONBLOCK));
+
+		if (rc)
+			return rc;
+	}
+	return USMC_PASS;
 }
 
 static bool iov_empty(const struct iovec *iov, int cnt)

@@ -175,10 +175,13 @@ migrating:
 		uint64_t head, prod;	/* prod pairs with the writer's release */
 		size_t avail;
 
-		if (unlikely(!usmc_rx_view(sk, &head, &prod)))
-			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 		/* After a reset TCP still hands out what had arrived, then the
-		 * error; a corrupted ring is never read again. */
+		 * error; a corrupted ring is never read again, and an invalid
+		 * view is never read at all, whatever reset came first. */
+		if (unlikely(!usmc_rx_view(sk, &head, &prod))) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			prod = head;
+		}
 		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
 			prod = head;
 		avail = (size_t)(prod - head);
@@ -238,7 +241,9 @@ migrating:
 		if (timeout == -1)
 			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
 		rc = usmc_wait(sk, fd, USMC_WAIT_RX, timeout);
-		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
+		/* Interrupted: TCP returns what it has copied (MSG_WAITALL),
+		 * else EINTR, or restarts where the kernel would. */
+		if (rc == -EINTR && !done && !usmc_sig_should_eintr(timeout))
 			rc = 0;
 		usmc_sock_refresh(sk, fd);
 		if (sk_mode(sk) == USMC_MODE_MIGRATING)
@@ -308,8 +313,10 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 	for (;;) {
 		uint64_t head, prod;
 
-		if (!usmc_rx_view(sk, &head, &prod))
+		if (!usmc_rx_view(sk, &head, &prod)) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			prod = head;
+		}
 		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
 			prod = head;
 		if (prod != head) {

@@ -66,13 +66,14 @@ struct usmc_sock_sh {
 	_Atomic int32_t so_error;	/* pending SO_ERROR (positive errno) */
 	uint32_t data_rung;		/* peer data_armed value last rung (tx_lock) */
 	uint32_t space_rung;		/* peer space_armed value last rung (rx_lock) */
-	uint32_t spin_ns;		/* adaptive spin budget, hint only */
+	_Atomic uint32_t spin_ns;	/* adaptive spin budget, hint only */
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
 	_Atomic uint32_t tx_stuck;	/* backing it further failed (tmpfs full) */
 	_Atomic uint32_t bell_owner;	/* wait.c: tid of the thread sleeping on the doorbell */
 	_Atomic uint32_t bell_owner_pid;	/* ... and its process */
 	_Atomic uint32_t wake_seq;	/* wait.c: futex the other waiters sleep on */
+	_Atomic uint32_t followers;	/* wait.c: how many sleep on it */
 	_Atomic uint32_t in_use;	/* family allocator: 0 free, 1 used, USMC_SH_PRIVATE */
 };
 
