@@ -41,6 +41,13 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 		ssize_t n;
 
 		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->tx_p->skip_to), prod);
+		/* The peer wrote the start (its cons) and can write our prod:
+		 * never send more than one ring, or from before the start. */
+		if (unlikely(!ring_valid(prod, sk->migrate_pos, sk->size))) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			rc = -ECONNRESET;
+			break;
+		}
 		if (sk->migrate_pos == prod) {
 			uint64_t head, rprod;
 

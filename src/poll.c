@@ -183,11 +183,17 @@ restart:
 		/* 2. spin when nothing else could wake us anyway */
 		if (!ready && all_ours && timeout != 0) {
 			uint64_t t0 = usmc_now_ns(), budget;
+			int cpu;
 
 			budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
 				 (uint64_t)usmc_opt.spin_us * 1000;
 			if (nent > 8)
 				budget /= 4;
+			/* Not while a peer runs on our CPU: it could not make
+			 * progress while we spin (wait.c). */
+			for (i = 0, cpu = sched_getcpu(); i < nent && budget; i++)
+				if (usmc_peer_on_cpu(ent[i].sk, cpu))
+					budget = 0;
 			while (!ready && usmc_now_ns() - t0 < budget) {
 				for (i = 0; i < 64; i++)
 					cpu_relax();
