@@ -93,6 +93,9 @@ void usmc_conn_established(struct usmc_sock *sk)
 	char a[64], b[64];
 
 	sk_set_mode(sk, USMC_MODE_SMCD);
+	/* Where we run, for the peer's spin decisions (wait.c), before
+	 * either side first waits. */
+	usmc_publish_cpu(sk, sched_getcpu());
 	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
 		STAT_INC(smc_conns);
 		if (sk->role == 'C')
@@ -147,6 +150,7 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	/* The slot's doorbell may hold wake-ups meant for its previous user. */
 	l->dev->drain(sk->bell_own);
 	sk->bell_unread = 0;
+	usmc_publish_cpu(sk, sched_getcpu());
 	return 0;
 }
 
@@ -541,6 +545,29 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	sk->ln = NULL;
 	usmc_stats_conn_free(sk->st);
 	sk->st = NULL;
+}
+
+/*
+ * The last descriptor of this process closed while other processes keep
+ * the connection (a forking server's parent after handing it to a
+ * worker): drop only what this process holds, its references to the
+ * listener index and, on the server side, to the client's link group
+ * (lgr.c prunes it once idle and its owner is gone).  A client's own link
+ * group stays referenced: its slot lives on in the other process.
+ */
+void usmc_sock_detach_local(struct usmc_sock *sk)
+{
+	if (sk->kind != SK_CONN)
+		return;
+	if (sk->lgr && sk->role == 'S') {
+		usmc_lgr_put(sk->lgr);
+		sk->lgr = NULL;
+		sk->ctrl = NULL;
+		sk->bell_own = sk->bell_peer = -1;
+	}
+	if (sk->ln)
+		usmc_clc_ln_put(sk->ln);
+	sk->ln = NULL;
 }
 
 void usmc_sock_release(struct usmc_sock *sk, int fd)

@@ -275,10 +275,19 @@ static int lo_attach_dmb(struct usmc_lgr *l, uint32_t slot, bool owner_side, int
 static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
 {
 	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
+	uint32_t *backed = &l->bells[slot].backed[dir & 1];
 
 	if (usmc_fault(USMC_FAULT_RESERVE))
 		return -ENOSPC;
-	return fallocate(l->mem_fd, 0, base + off, len) ? -errno : 0;
+	/* Rings are never punched: what we backed for an earlier user of
+	 * the slot is still there (a truncation is guard.c's business). */
+	if (off + len <= *backed)
+		return 0;
+	if (fallocate(l->mem_fd, 0, base + off, len))
+		return -errno;
+	if (off <= *backed)
+		*backed = off + len;
+	return 0;
 }
 
 static void lo_signal(int bell)

@@ -49,8 +49,10 @@ static int lgr_bells_alloc(struct usmc_lgr *l)
 	l->bells = malloc(sizeof(*l->bells) * l->nslots);
 	if (!l->bells)
 		return -ENOMEM;
-	for (i = 0; i < l->nslots; i++)
+	for (i = 0; i < l->nslots; i++) {
 		l->bells[i].own = l->bells[i].peer = -1;
+		l->bells[i].backed[0] = l->bells[i].backed[1] = 0;
+	}
 	return 0;
 }
 
@@ -174,7 +176,12 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 found:
 	l->refs++;
 	pthread_mutex_unlock(&lgr_list_lock);
-	rc = l->dev->register_dmb(l, (uint32_t)s);
+	/* A slot whose doorbells we hold open was registered before. */
+	pthread_mutex_lock(&l->lock);
+	rc = l->bells[s].own >= 0 ? 0 : -ENOENT;
+	pthread_mutex_unlock(&l->lock);
+	if (rc)
+		rc = l->dev->register_dmb(l, (uint32_t)s);
 	if (rc) {
 		usmc_lgr_slot_put(l, (uint32_t)s, *gen, false);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;

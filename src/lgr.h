@@ -40,6 +40,9 @@ struct usmc_lgr_hdr {
 
 struct usmc_lgr_bell {
 	int own, peer;			/* -1 until opened */
+	uint32_t backed[2];		/* ring bytes this process backed, by dir
+					 * (dmb_reserve; written under the tx_lock of
+					 * the slot's connection) */
 };
 
 struct usmc_lgr {

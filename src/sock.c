@@ -151,6 +151,8 @@ void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
 	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
 		usmc_sock_release(sk, fd);
 		usmc_family_free(sk->sh);
+	} else {
+		usmc_sock_detach_local(sk);
 	}
 	if (held >= 0)
 		usmc_ifd_close(held);

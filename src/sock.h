@@ -217,6 +217,7 @@ void usmc_sock_put_closing(struct usmc_sock *sk, int fd);
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
 void usmc_sock_release(struct usmc_sock *sk, int fd);
+void usmc_sock_detach_local(struct usmc_sock *sk);
 
 /* af_usmc.c: socket calls */
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len);
