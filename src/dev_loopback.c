@@ -275,17 +275,17 @@ static int lo_attach_dmb(struct usmc_lgr *l, uint32_t slot, bool owner_side, int
 static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
 {
 	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
-	uint32_t *backed = &l->bells[slot].backed[dir & 1];
+	uint32_t *backed = l->bells ? &l->bells[slot].backed[dir & 1] : NULL;
 
 	if (usmc_fault(USMC_FAULT_RESERVE))
 		return -ENOSPC;
 	/* Rings are never punched: what we backed for an earlier user of
 	 * the slot is still there (a truncation is guard.c's business). */
-	if (off + len <= *backed)
+	if (backed && off + len <= *backed)
 		return 0;
 	if (fallocate(l->mem_fd, 0, base + off, len))
 		return -errno;
-	if (off <= *backed)
+	if (backed && off <= *backed)
 		*backed = off + len;
 	return 0;
 }

@@ -89,7 +89,11 @@ static void sig_track(int sig, const struct sigaction *act)
 {
 	uint64_t bit;
 
-	if (!act || sig <= 0 || sig >= 64)
+	/* Fault signals are synchronous: they never interrupt a blocking
+	 * call, and sanitizers and crash reporters install them without
+	 * SA_RESTART; counting them would make every call return EINTR. */
+	if (!act || sig <= 0 || sig >= 64 || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+	    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
 		return;
 	bit = 1ULL << sig;
 	if (act->sa_handler != SIG_IGN && act->sa_handler != SIG_DFL && !(act->sa_flags & SA_RESTART))

@@ -112,7 +112,8 @@ static void iov_to_ring(struct iov_cursor *ic, uint8_t *ring, uint32_t size, uin
 		iov_to_ring_staged(ic, ring, size, pos, len);
 		return;
 	}
-	while (len) {
+	/* len <= what is left in the iovec: the count is a second bound. */
+	while (len && ic->cnt > 0) {
 		size_t n = MIN(len, ic->iov->iov_len - ic->off);
 
 		ring_put(ring, size, pos, (const uint8_t *)ic->iov->iov_base + ic->off, n);
@@ -183,7 +184,119 @@ static ssize_t tx_fail(ssize_t err, int flags)
 	return err;
 }
 
+/*
+ * send() from a signal handler (async-signal-safe, TCP allows it) that
+ * interrupted this very thread inside usmc_tx on the same socket, holding
+ * tx_lock: taking it again would deadlock, and the interrupted copy is
+ * half done.  The kernel delivers signals only outside its locks, when the
+ * system call returns; we do the same for the handler's bytes: they wait
+ * in a per-thread buffer (the handler's send returns their count), and
+ * the interrupted send passes them on as soon as it lets go of the lock.
+ * tx_held is set before locking and cleared after unlocking, so a handler
+ * that finds it set never needs the lock.
+ */
+#define TX_DEFER_MAX	4096
+static __thread struct usmc_sock_sh *tx_held;
+static __thread struct {
+	uint32_t len;
+	uint8_t buf[TX_DEFER_MAX];
+} tx_defer;
+
+static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt,
+		       int flags, bool flushing);
+
+/* In the handler: queue what fits (none: -EAGAIN, we cannot wait here). */
+static ssize_t tx_defer_add(const struct iovec *iov, int iovcnt, size_t total)
+{
+	uint32_t at = tx_defer.len;
+	size_t n = MIN(total, (size_t)(TX_DEFER_MAX - at)), got = 0;
+	int i;
+
+	if (!n)
+		return -EAGAIN;
+	/* Reserve first: a handler nesting in ours appends behind it. */
+	tx_defer.len = at + (uint32_t)n;
+	atomic_signal_fence(memory_order_seq_cst);
+	for (i = 0; i < iovcnt && got < n; i++) {
+		size_t k = MIN(iov[i].iov_len, n - got);
+
+		memcpy(tx_defer.buf + at + got, iov[i].iov_base, k);
+		got += k;
+	}
+	return (ssize_t)n;
+}
+
+/* After unlocking: send what handlers queued meanwhile (handlers that run
+ * while we do still queue, behind it).  Returns true if there was any. */
+static bool tx_flush_deferred(struct usmc_sock *sk, int fd)
+{
+	uint32_t sent = 0, len;
+	bool failed = false;
+	ssize_t n;
+
+	for (;;) {
+		struct iovec v = { 0 };
+
+		tx_held = NULL;
+		atomic_signal_fence(memory_order_seq_cst);
+		len = *(volatile uint32_t *)&tx_defer.len;
+		if (sent >= len || failed)
+			break;
+		tx_held = sk->sh;
+		atomic_signal_fence(memory_order_seq_cst);
+		v.iov_base = tx_defer.buf + sent;
+		v.iov_len = len - sent;
+		n = tx_send(sk, fd, &v, 1, MSG_NOSIGNAL, true);
+		if (n == USMC_PASS)	/* moved to TCP meanwhile */
+			n = real.send(fd, v.iov_base, v.iov_len, MSG_NOSIGNAL);
+		if (n <= 0)
+			failed = true;	/* the handler was told it went: lost as on a reset */
+		else
+			sent += (uint32_t)n;
+	}
+	tx_defer.len = 0;
+	return len > 0;
+}
+
+static int tx_lock(struct usmc_sock *sk, bool flushing)
+{
+	int rc;
+
+	if (!flushing)
+		tx_held = sk->sh;
+	atomic_signal_fence(memory_order_seq_cst);
+	rc = usmc_family_lock(&sk->sh->tx_lock);
+	if (rc && !flushing) {
+		tx_held = NULL;		/* the socket is unusable: queued bytes go too */
+		atomic_signal_fence(memory_order_seq_cst);
+		tx_defer.len = 0;
+	}
+	return rc;
+}
+
+/* Returns true if queued handler bytes went out after ours. */
+static bool tx_unlock(struct usmc_sock *sk, int fd, bool flushing)
+{
+	usmc_family_unlock(&sk->sh->tx_lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (flushing)
+		return false;
+	if (likely(!tx_defer.len)) {
+		tx_held = NULL;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (likely(!*(volatile uint32_t *)&tx_defer.len))
+			return false;
+	}
+	return tx_flush_deferred(sk, fd);
+}
+
 ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	return tx_send(sk, fd, iov, iovcnt, flags, false);
+}
+
+static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt,
+		       int flags, bool flushing)
 {
 	struct iov_cursor ic = { iov, iovcnt, 0 };
 	size_t total = iov_total(iov, iovcnt), done = 0;
@@ -191,6 +304,8 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	int timeout = -1, rc;
 	ssize_t ret;
 
+	if (unlikely(tx_held == sk->sh) && !flushing)
+		return total ? tx_defer_add(iov, iovcnt, total) : 0;	/* in a handler */
 	usmc_server_resolve(sk, fd, true);
 	if (flags & MSG_OOB)
 		return sk_mode(sk) == USMC_MODE_TCP ? USMC_PASS : -EOPNOTSUPP;
@@ -218,7 +333,7 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	if (!total)
 		return 0;
 
-	rc = usmc_family_lock(&sk->sh->tx_lock);
+	rc = tx_lock(sk, flushing);
 	if (rc)
 		return rc;
 	for (;;) {
@@ -232,7 +347,7 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			}
 			if (done)
 				break;
-			usmc_family_unlock(&sk->sh->tx_lock);
+			tx_unlock(sk, fd, flushing);
 			return tx_fail(rc, flags);
 		}
 		/* cons pairs with the reader's release store */
@@ -268,11 +383,15 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		}
 		if (nonblock)
 			break;
-		usmc_family_unlock(&sk->sh->tx_lock);
+		/* A handler's bytes now follow ours: what we sent is all. */
+		if (tx_unlock(sk, fd, flushing) && done)
+			return (ssize_t)done;
 		if (timeout == -1)
 			timeout = usmc_sock_timeout(fd, SO_SNDTIMEO);
 		rc = usmc_wait(sk, fd, USMC_WAIT_TX, timeout);
-		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
+		/* Interrupted: TCP returns what it has sent, SA_RESTART or
+		 * not; with nothing sent, EINTR or a restart, as the kernel. */
+		if (rc == -EINTR && !done && !usmc_sig_should_eintr(timeout))
 			rc = 0;
 		usmc_sock_refresh(sk, fd);
 		if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
@@ -281,10 +400,10 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		}
 		if (rc)
 			return done ? (ssize_t)done : rc;
-		if (usmc_family_lock(&sk->sh->tx_lock))
+		if (tx_lock(sk, flushing))
 			return done ? (ssize_t)done : -EIO;
 	}
-	usmc_family_unlock(&sk->sh->tx_lock);
+	tx_unlock(sk, fd, flushing);
 	ret = done ? (ssize_t)done : -EAGAIN;
 	if (done) {
 		STAT_ADD(tx_bytes, done);
@@ -306,7 +425,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	usmc_sock_refresh(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
 		return USMC_PASS;
-	rc = usmc_family_lock(&sk->sh->tx_lock);
+	rc = tx_lock(sk, false);
 	if (rc)
 		return rc;
 	while (done < len) {
@@ -335,11 +454,11 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		if (!n) {
 			if (nonblock || done)
 				break;
-			usmc_family_unlock(&sk->sh->tx_lock);
+			tx_unlock(sk, fd, false);
 			rc = usmc_wait(sk, fd, USMC_WAIT_TX, usmc_sock_timeout(fd, SO_SNDTIMEO));
 			if (rc == -EINTR && !usmc_sig_should_eintr(-1))
 				rc = 0;
-			if (rc || usmc_family_lock(&sk->sh->tx_lock))
+			if (rc || tx_lock(sk, false))
 				return done ? (ssize_t)done : rc;
 			continue;
 		}
@@ -361,7 +480,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		done += (size_t)r;
 		usmc_kick_data(sk);
 	}
-	usmc_family_unlock(&sk->sh->tx_lock);
+	tx_unlock(sk, fd, false);
 	if (done) {
 		STAT_ADD(tx_bytes, done);
 		STAT_INC(tx_calls);

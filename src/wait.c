@@ -202,19 +202,26 @@ bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu)
 			    LOAD_RELAXED(&sk->tx_c->cpu) == (uint32_t)cpu + 1);
 }
 
+/* What the process's last spin feedback left: a new connection starts
+ * there, not at the ceiling (short connections never learn their own). */
+static _Atomic uint32_t spin_hint_ns;
+
 static uint32_t spin_budget_ns(struct usmc_sock *sk, int what)
 {
 	uint32_t budget;
 
 	(void)what;
-	if (usmc_opt.busy_poll_us)
-		return (uint32_t)MIN(usmc_opt.busy_poll_us * 1000L, 1000000000L);
-	if (!usmc_opt.spin_us)
+	if (!usmc_opt.busy_poll_us && !usmc_opt.spin_us)
 		return 0;
-	/* The peer's last CPU (its own lines, a hint): spinning there starves it. */
+	/* The peer's last CPU (its own lines, a hint): spinning there starves
+	 * it, in busy-poll mode too (it cannot run while we spin). */
 	if (usmc_peer_on_cpu(sk, sched_getcpu()))
 		return 0;
-	budget = sk->sh->spin_ns;
+	if (usmc_opt.busy_poll_us)
+		return (uint32_t)MIN(usmc_opt.busy_poll_us * 1000L, 1000000000L);
+	budget = LOAD_RELAXED(&sk->sh->spin_ns);
+	if (!budget)
+		budget = LOAD_RELAXED(&spin_hint_ns);
 	if (!budget)
 		budget = (uint32_t)(usmc_opt.spin_us * 1000L);
 	return budget;
@@ -224,17 +231,20 @@ static uint32_t spin_budget_ns(struct usmc_sock *sk, int what)
  * does shrinks (to SPIN_MIN_NS), so idle connections stop burning CPU. */
 static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
 {
-	uint32_t max = (uint32_t)(usmc_opt.spin_us * 1000L), b = sk->sh->spin_ns;
+	uint32_t max = (uint32_t)(usmc_opt.spin_us * 1000L), b = LOAD_RELAXED(&sk->sh->spin_ns);
 
 	if (usmc_opt.busy_poll_us)
 		return;
+	if (!b)
+		b = LOAD_RELAXED(&spin_hint_ns);
 	if (!b)
 		b = max;
 	if (hit)
 		b = (uint32_t)MIN((uint64_t)max, MAX((uint64_t)b, spent * 2 + SPIN_MIN_NS));
 	else
 		b = MAX(SPIN_MIN_NS, b / 2);
-	sk->sh->spin_ns = b;
+	STORE_RELAXED(&sk->sh->spin_ns, b);
+	STORE_RELAXED(&spin_hint_ns, b);
 }
 
 /* Followers sleep here; 0 when woken (or the word moved), -EAGAIN on
@@ -284,20 +294,43 @@ static int follower_wait(struct usmc_sock *sk, uint32_t seq, uint32_t leader, in
 	}
 }
 
-/* The leader woke (or gave up): let the followers look again. */
+/* Let the followers look again (they re-check readiness themselves).
+ * Seq-cst: against a follower's increment of followers before its load of
+ * wake_seq; either it sees the new seq or we see it counted. */
+static void wake_followers(struct usmc_sock *sk)
+{
+	atomic_fetch_add(&sk->sh->wake_seq, 1);
+	if (atomic_load(&sk->sh->followers))
+		syscall(SYS_futex, &sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The leader woke (or gave up). */
 static void leader_done(struct usmc_sock *sk)
 {
 	STORE_RELEASE(&sk->sh->bell_owner, 0);
-	atomic_fetch_add_explicit(&sk->sh->wake_seq, 1, memory_order_release);
-	syscall(SYS_futex, &sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	wake_followers(sk);
+}
+
+/*
+ * The end of a nested lead (a signal handler's wait while this thread
+ * already leads further up its stack, see usmc_wait): the lead stays with
+ * the outer wait.  We may have drained a ring meant for it, and it may be
+ * just about to sleep (the signal came before its poll): ring our own
+ * doorbell so that it looks again instead.
+ */
+static void nested_done(struct usmc_sock *sk)
+{
+	sk->lgr->dev->signal(sk->bell_own);
+	wake_followers(sk);
 }
 
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 {
 	struct pollfd p[2];
-	uint32_t budget, seq, leader;
+	uint32_t budget, seq, leader, me;
 	uint64_t t0;
 	int cpu, n, rc, err;
+	bool nested;
 
 	cpu = sched_getcpu();
 	usmc_publish_cpu(sk, cpu);
@@ -329,22 +362,41 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	 * One doorbell per side, possibly many waiting threads (a reader and
 	 * a writer of one socket, or two readers): draining it for one must
 	 * never swallow the wake-up of another.  So only one thread at a
-	 * time, the leader, drains and sleeps on the doorbell (armed for
-	 * everything); the others sleep on a futex in the family region that
-	 * the leader bumps whenever it wakes.
+	 * time, the leader, drains and sleeps on the doorbell; the others arm
+	 * for what they wait for (the peer rings the same doorbell) and sleep
+	 * on a futex in the family region that the leader bumps whenever it
+	 * wakes, and whenever it drained rings that may have been theirs.
+	 * Each arms only its own direction: a reader's sleep does not make
+	 * the peer ring for space it frees.
 	 */
-	seq = LOAD_ACQUIRE(&sk->sh->wake_seq);
 	leader = 0;
-	if (!atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, (uint32_t)gettid())) {
-		if (usmc_arm(sk, what))
+	me = (uint32_t)gettid();
+	/* Already ours: a signal handler called into us while this thread
+	 * leads a wait on this socket further up its stack (a send from a
+	 * handler that interrupted a blocked send or recv, as TCP allows).
+	 * Following would wait for ourselves forever: lead here too. */
+	nested = LOAD_RELAXED(&sk->sh->bell_owner) == me;
+	if (!nested && !atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, me)) {
+		atomic_fetch_add(&sk->sh->followers, 1);
+		seq = atomic_load(&sk->sh->wake_seq);
+		if (usmc_arm(sk, what)) {
+			atomic_fetch_sub(&sk->sh->followers, 1);
 			return 0;
+		}
 		STAT_INC(sleeps);
-		return follower_wait(sk, seq, leader, timeout_ms);
+		rc = follower_wait(sk, seq, leader, timeout_ms);
+		atomic_fetch_sub(&sk->sh->followers, 1);
+		return rc;
 	}
 	STORE_RELAXED(&sk->sh->bell_owner_pid, (uint32_t)getpid());
 	sk->lgr->dev->drain(sk->bell_own);
-	if (usmc_arm(sk, USMC_WAIT_RX | USMC_WAIT_TX) && wait_ready(sk, what)) {
-		leader_done(sk);
+	if (atomic_load(&sk->sh->followers))
+		wake_followers(sk);
+	if (usmc_arm(sk, what)) {
+		if (nested)
+			nested_done(sk);
+		else
+			leader_done(sk);
 		return 0;
 	}
 	p[0].fd = sk->bell_own;
@@ -366,7 +418,10 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	err = rc < 0 ? -errno : 0;
 	if (rc > 0 && n == 2 && p[1].revents)
 		usmc_check_tcp(sk, fd);
-	leader_done(sk);
+	if (nested)
+		nested_done(sk);
+	else
+		leader_done(sk);
 	if (err)
 		return err;
 	/* Woken soon after falling asleep: spinning that long would have won. */

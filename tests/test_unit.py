@@ -41,9 +41,10 @@ Sanitizer options, and why:
       (seen with TSan).  Frames stay raw ("module+0xoffset"); this file
       resolves them in place with addr2line when it shows a failure.
 
-t_semantics is differential: it runs once with USMC_DISABLE=1 (plain TCP
-through the same interposition) and once normally; the transcripts must be
-identical, and the normal run must have passed its own acceleration checks.
+t_semantics and t_signals are differential: each runs once with
+USMC_DISABLE=1 (plain TCP through the same interposition) and once normally;
+the transcripts must be identical, and the normal run must have passed its
+own acceleration checks.
 """
 import difflib
 import functools
@@ -68,6 +69,8 @@ BUILDS = {
 # Seconds per program run (the `timeout` limit); sanitizers are slower.
 LIMIT = {"plain": 120, "asan": 240, "tsan": 300}
 SKIP = 77
+# Differential programs: transcript with USMC_DISABLE=1 == accelerated transcript.
+DIFFERENTIAL = ("t_semantics", "t_signals")
 
 
 def _programs(build):
@@ -82,14 +85,15 @@ def _params():
     out = []
     for build in BUILDS:
         for prog in _programs(build):
-            if prog == "t_semantics":
+            if prog in DIFFERENTIAL:
                 continue
             out.append(pytest.param(build, prog, id=f"{build}/{prog}"))
     return out
 
 
 def _sem_params():
-    return [pytest.param(b, id=f"{b}/t_semantics") for b in BUILDS if "t_semantics" in _programs(b)]
+    return [pytest.param(b, prog, id=f"{b}/{prog}") for prog in DIFFERENTIAL for b in BUILDS
+            if prog in _programs(b)]
 
 
 def _env(build, rundir, extra=None):
@@ -215,19 +219,19 @@ def test_program(build, prog):
 
 
 @functools.lru_cache(maxsize=None)
-def semantics_runs(build):
-    """(TCP run, shared-memory run) of t_semantics, each once per session."""
-    tcp = run_program(build, "t_semantics", extra_env={"USMC_DISABLE": "1"})
-    smc = run_program(build, "t_semantics")
+def semantics_runs(build, prog="t_semantics"):
+    """(TCP run, shared-memory run) of a differential program, each once per session."""
+    tcp = run_program(build, prog, extra_env={"USMC_DISABLE": "1"})
+    smc = run_program(build, prog)
     return tcp, smc
 
 
 @pytest.mark.timeout(2 * max(LIMIT.values()) + 120)
-@pytest.mark.parametrize("build", _sem_params())
-def test_semantics_transcript(build):
+@pytest.mark.parametrize("build,prog", _sem_params())
+def test_semantics_transcript(build, prog):
     """Plain TCP and usmc print the same transcript."""
-    tcp, smc = semantics_runs(build)
-    check(tcp, f"{build}/t_semantics (USMC_DISABLE=1)")
+    tcp, smc = semantics_runs(build, prog)
+    check(tcp, f"{build}/{prog} (USMC_DISABLE=1)")
     if tcp.out != smc.out:
         diff = "".join(difflib.unified_diff(tcp.out.splitlines(True), smc.out.splitlines(True),
                                             "tcp (USMC_DISABLE=1)", "usmc"))
@@ -235,12 +239,12 @@ def test_semantics_transcript(build):
 
 
 @pytest.mark.timeout(2 * max(LIMIT.values()) + 120)
-@pytest.mark.parametrize("build", _sem_params())
-def test_semantics_accelerated(build):
+@pytest.mark.parametrize("build,prog", _sem_params())
+def test_semantics_accelerated(build, prog):
     """The usmc run put every connection on shared memory (checked per
     scenario by the program; here once more from the final counters)."""
-    _, smc = semantics_runs(build)
-    check(smc, f"{build}/t_semantics")
+    _, smc = semantics_runs(build, prog)
+    check(smc, f"{build}/{prog}")
     assert smc.stats, "no counters from usmc stat --json"
     assert smc.stats["smc_conns"] > 0, smc.describe()
     assert smc.stats["tcp_fallback"] == {}, smc.describe()
