@@ -472,6 +472,7 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 				r = USMC_R_INTERNAL;
 			STORE_RELAXED(&sk->sh->reason, r);
 			sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+			sk->migrate_end = MIGRATE_END_UNKNOWN;
 			sk_set_mode(sk, USMC_MODE_MIGRATING);
 			STAT_INC(late_declines);
 			usmc_dbg(1, "connect %s: declined by server (%s), queued bytes move to TCP",

@@ -344,6 +344,7 @@ int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *ep
 {
 	struct usmc_clc_index *x = ln->idx;
 	unsigned int start = (unsigned int)(usmc_mix64(lgr_id) % USMC_CLC_CONNECTING), k;
+	uint64_t token = usmc_random64() | 2;	/* no system call while we hold 1 */
 
 	/* Before the SYN: every mark made for this connection is newer. */
 	*epoch = atomic_load(&x->epoch);
@@ -357,7 +358,7 @@ int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *ep
 			continue;
 		STORE_RELAXED(&x->connecting_lgr[i], lgr_id);
 		STORE_RELAXED(&x->connecting_port[i], 0);
-		STORE_RELEASE(&x->connecting[i], usmc_random64() | 2);
+		STORE_RELEASE(&x->connecting[i], token);
 		return (int)i;
 	}
 	return -1;
@@ -460,6 +461,16 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 			for (i = 0; i < USMC_CLC_CONNECTING; i++) {
 				uint64_t t = snap[i], id;
 
+				/* Still "being written" long after we looked: its
+				 * writer died between its two stores (three stores, no
+				 * system call).  Were it only descheduled, clearing
+				 * costs it at most its acceleration (our TCP mark then
+				 * fails its proposal), never agreement. */
+				if (t == 1 && now - start > CLC_HALF_WRITTEN_NS) {
+					atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
+					snap[i] = 0;
+					continue;
+				}
 				if (t <= 1)
 					continue;
 				id = LOAD_ACQUIRE(&x->connecting_lgr[i]);

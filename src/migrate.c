@@ -35,8 +35,13 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 	rc = usmc_family_lock(&sk->sh->tx_lock);
 	if (rc)
 		return rc;
+	/* The end of what we ever wrote into the ring: senders check the
+	 * mode under tx_lock (tx.c), so none writes after this; and the peer
+	 * may rewrite our prod in shared memory, so it is read only once. */
+	if (sk->migrate_end == MIGRATE_END_UNKNOWN)
+		sk->migrate_end = LOAD_RELAXED(&sk->tx_p->prod);
 	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
-		uint64_t prod = LOAD_RELAXED(&sk->tx_p->prod);
+		uint64_t prod = sk->migrate_end;
 		size_t len;
 		ssize_t n;
 
@@ -98,6 +103,7 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 	if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) {
 		/* Their cons is final now (stored before the flag, release). */
 		sk->migrate_pos = LOAD_ACQUIRE(&sk->tx_c->cons);
+		sk->migrate_end = MIGRATE_END_UNKNOWN;
 		sk->tx_done = false;
 		STORE_RELAXED(&sk->sh->reason, USMC_R_PEER_MIGRATED);
 		sk_set_mode(sk, USMC_MODE_MIGRATING);
@@ -168,6 +174,7 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 	}
 	STORE_RELAXED(&sk->sh->reason, (uint32_t)r);
 	sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+	sk->migrate_end = MIGRATE_END_UNKNOWN;
 	sk_set_mode(sk, USMC_MODE_MIGRATING);
 	usmc_dbg(1, "fd %d: proposal declined (%s), queued bytes move to TCP", sk->fd0,
 		 usmc_reason_name(r));

@@ -105,8 +105,18 @@ static int migrate_rx_ready(struct usmc_sock *sk, int fd, bool nonblock, int *ti
 			return rc;
 		if (sk_mode(sk) != USMC_MODE_MIGRATING)
 			return USMC_PASS;
-		if (sk->rx_p && (!usmc_rx_view(sk, &head, &prod) || head != prod))
-			return 0;
+		if (sk->rx_p) {
+			/* The peer wrote our receive cursors: nothing in that
+			 * ring is read again (rx loop), nor waited for here. */
+			if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
+				return -ECONNRESET;
+			if (!usmc_rx_view(sk, &head, &prod)) {
+				usmc_sock_abort(sk, USMC_A_PROTOCOL);
+				return -ECONNRESET;
+			}
+			if (head != prod)
+				return 0;
+		}
 		if (sk->tx_done) {
 			usmc_migrate_finish(sk);
 			return USMC_PASS;
@@ -214,7 +224,8 @@ migrating:
 			goto migrating;
 		}
 		rc = rx_empty_state(sk);
-		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head)
+		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head &&
+		    LOAD_RELAXED(&sk->sh->abort) != USMC_A_PROTOCOL)
 			continue;	/* the last bytes landed just before DONE */
 		if (rc <= 0) {
 			if (avail && peek) {

@@ -99,6 +99,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	sk->bell_unread = 0;
 	sk->st = NULL;
 	sk->migrate_pos = 0;
+	sk->migrate_end = MIGRATE_END_UNKNOWN;
 	sk->lst = NULL;
 	sk->reg_idx = -1;
 	memset(&sk->bound, 0, sizeof(sk->bound));

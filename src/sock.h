@@ -100,6 +100,8 @@ struct usmc_sock {
 	unsigned int bell_unread;	/* epoll: wake-ups seen since the last drain */
 	struct usmc_stats_conn *st;
 	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */
+	uint64_t migrate_end;		/* ... and the end, fixed at the first pump */
+#define MIGRATE_END_UNKNOWN	UINT64_MAX
 	bool tx_done;			/* MIGRATING: all of it sent */
 
 	/* listener */

@@ -325,6 +325,7 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 			return rc;
 	}
 	if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
+moved:
 		rc = usmc_migrate_pump(sk, fd, !nonblock);
 		if (rc)
 			return rc;
@@ -338,6 +339,15 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 		return rc;
 	for (;;) {
 		uint64_t prod, head, space;
+
+		/* Moved to TCP since we looked: the pump fixed the end of the
+		 * ring under this lock (migrate.c); nothing more goes into it. */
+		if (unlikely(sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP)) {
+			if (done)
+				break;
+			tx_unlock(sk, fd, flushing);
+			goto moved;
+		}
 
 		rc = tx_state(sk);
 		if (rc) {

@@ -157,6 +157,7 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 				   usmc_clc_withdraw(sk->ln, &sk->local)) {
 				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
 				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
+				sk->migrate_end = MIGRATE_END_UNKNOWN;
 				sk_set_mode(sk, USMC_MODE_MIGRATING);
 				usmc_dbg(1, "fd %d: proposal withdrawn, queued bytes move to TCP", fd);
 			}

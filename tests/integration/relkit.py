@@ -472,6 +472,7 @@ def client(host, port, plan):
     op = "connect"
     try:
         s.connect((host, port))
+        out("LPORT", plan["iter"], s.getsockname()[1])
         killer.phase = op = "header"
         s.sendall(HDR.pack(MAGIC, plan["iter"]))
     except OSError as e:
@@ -493,6 +494,8 @@ def client(host, port, plan):
     finish(s, exchange(s, plan, "client", killer), killer)
 
 def serve(c, plan, group):
+    peer = c.getpeername()[1]
+    t_acc = plan.get("t_accept")
     victim = plan["victim"] in ("server", "worker")
     killer = Killer(plan, group) if victim else Nokill()
     if victim and plan["moment"] == "handshake":
@@ -508,7 +511,7 @@ def serve(c, plan, group):
     except OSError:
         pass
     if len(hdr) == HDR.size and HDR.unpack(hdr) != (MAGIC, plan["iter"]):
-        out("STALE", plan["iter"], HDR.unpack(hdr)[1])
+        out("STALE", plan["iter"], HDR.unpack(hdr)[1], peer)
         c.close()
         return
     if len(hdr) < HDR.size:
@@ -516,11 +519,15 @@ def serve(c, plan, group):
         t = time.monotonic()
         rec = {"iter": plan["iter"], "role": "server", "pid": os.getpid(),
                "rx": ["EOF", t, len(hdr)], "tx": ["NOTSTARTED", t, 0, "-"],
-               "bad": None if want.startswith(hdr) else "header differs",
-               "want_rx": plan["c2s"] + HDR.size, "want_tx": plan["s2c"]}
+               "bad": None if want.startswith(hdr) else "header %s is no prefix of %s" % (
+                   hdr.hex(), want.hex()),
+               "want_rx": plan["c2s"] + HDR.size, "want_tx": plan["s2c"], "peer": peer,
+               "t_accept": t_acc}
         finish(c, rec, killer)
         return
-    finish(c, exchange(c, plan, "server", killer, hdr), killer)
+    rec = exchange(c, plan, "server", killer, hdr)
+    rec["peer"], rec["t_accept"] = peer, t_acc
+    finish(c, rec, killer)
 
 def server(host, port, planfile, fork, once):
     ls = socket.socket()
@@ -532,8 +539,10 @@ def server(host, port, planfile, fork, once):
     out("listening", os.getpid())
     while True:
         c, _ = ls.accept()
+        t_acc = time.monotonic()
         with open(planfile) as f:
             plan = json.load(f)
+        plan["t_accept"] = t_acc
         out("ACCEPTED", plan["iter"], os.getpid())
         if not fork:
             if plan["victim"] == "worker":
