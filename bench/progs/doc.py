@@ -363,6 +363,13 @@ def write_doc(prog, bench, docdir, files, final):
             add(p)
             add("")
 
+    add("## The seeds' knobs and the machine's ceiling")
+    add("")
+    add("No-copy vs copy through a sender-side buffer (`USMC_DMB_COPY`), regular vs "
+        "huge-page DMBs (`USMC_DMB_TYPE=huge`), and `usmc bench`'s floor (bare "
+        "shared-memory ping-pong) and ceiling (cross-core copy): "
+        "[perf/knobs.md](perf/knobs.md), measured with `bench/knobs.sh`.")
+    add("")
     add("## Exact commands")
     add("")
     add("The measurements in docs/perf/%s were taken with:" % files.get("programs_json",
