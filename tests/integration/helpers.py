@@ -250,6 +250,18 @@ class Procs:
 # Ports and readiness
 # --------------------------------------------------------------------------
 
+def wait_line(proc, text, timeout=30.0):
+    """Wait until proc printed a line containing text on stdout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text.encode() in proc.stdout():
+            return
+        if not proc.alive():
+            break
+        time.sleep(0.01)
+    raise AssertionError("%s never printed %r\n%s" % (proc.name, text, proc.diag()))
+
+
 def free_port(host="127.0.0.1"):
     """A port nothing listens on right now (the kernel's pick)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:

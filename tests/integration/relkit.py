@@ -33,7 +33,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from . import helpers as h
@@ -244,16 +243,7 @@ def write_scripts(directory):
     return out
 
 
-def wait_line(proc, text, timeout=30.0):
-    """Wait until proc printed a line containing text on stdout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text.encode() in proc.stdout():
-            return
-        if not proc.alive():
-            break
-        time.sleep(0.01)
-    raise AssertionError("%s never printed %r\n%s" % (proc.name, text, proc.diag()))
+wait_line = h.wait_line
 
 
 def start_xchg_server(procs, scripts, env, nconn, extra=(), usmc=True, name="xchg-server"):

@@ -15,17 +15,6 @@ from . import helpers as h
 DEADLINE_S = 1.0
 
 
-def wait_for_line(proc, text, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text.encode() in proc.stdout():
-            return
-        if not proc.alive():
-            break
-        time.sleep(0.02)
-    raise AssertionError("%s never printed %r\n%s" % (proc.name, text, proc.diag()))
-
-
 def parse_end(proc):
     for line in proc.text().splitlines():
         if line.startswith("END "):
@@ -70,8 +59,8 @@ def test_sigkill_mid_transfer(rundir, procs, scripts, victim, sender):
         rundir.env(debug=True))
     client = procs.start("stream-client", [h.PY, scripts["stream"], "client", "127.0.0.1", port,
                                            what["client"]], rundir.env(debug=True))
-    wait_for_line(server, "streaming")
-    wait_for_line(client, "streaming")
+    h.wait_line(server, "streaming")
+    h.wait_line(client, "streaming")
     st = rundir.stat()
     h.assert_accelerated(st, clients=1)
 

@@ -20,7 +20,7 @@
  * usage: t_semantics [scenario...]   (default: all; T_VERBOSE=1 to trace)
  * Output: the transcript on stdout; failures on stderr; exit 0/1.
  */
-#include "t_util.h"
+#include "t_diff.h"
 
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
@@ -247,8 +247,9 @@ static const struct scenario scenarios[] = {
 
 /* ---- harness -------------------------------------------------------------- */
 
-static void side_main(const struct scenario *sc, char side, int sync, int logfd)
+static void side_main(const void *sc_, char side, int sync, int logfd)
 {
+	const struct scenario *sc = sc_;
 	struct ctx c = { .name = sc->name, .side = side, .fd = -1, .lfd = -1, .sync = sync };
 	struct sigaction sa = { .sa_handler = on_sigpipe, .sa_flags = SA_RESTART };
 
@@ -282,125 +283,27 @@ static void side_main(const struct scenario *sc, char side, int sync, int logfd)
 	_exit(0);
 }
 
-static char *slurp(int fd)
+static const char *scenario_name(int i)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = malloc(cap);
-	ssize_t n;
-
-	while ((n = read(fd, buf + len, cap - len - 1)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		len += (size_t)n;
-		if (cap - len < 2)
-			buf = realloc(buf, cap *= 2);
-	}
-	buf[len] = '\0';
-	return buf;
+	return scenarios[i].name;
 }
 
-static pid_t spawn_side(const struct scenario *sc, char side, int sv[2], int lp[2])
+static bool all_scenarios(int i)
 {
-	pid_t pid = t_fork_helper();
-
-	if (pid == 0) {
-		close(lp[0]);
-		close(side == 'S' ? sv[0] : sv[1]);
-		side_main(sc, side, side == 'S' ? sv[1] : sv[0], lp[1]);
-	}
-	close(lp[1]);
-	return pid;
+	(void)i;
+	return true;
 }
 
-static bool side_ok(pid_t pid, const char *scen, char side)
+static bool run_scenario(int i)
 {
-	int st;
+	const struct scenario *sc = &scenarios[i];
 
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return true;
-	fprintf(stderr, "t_semantics: %s %c: %s %d\n", scen, side,
-		WIFSIGNALED(st) ? "killed by signal" : "exit status",
-		WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-	return false;
-}
-
-/* One scenario; false on failure (reported on stderr). */
-static bool run_scenario(const struct scenario *sc)
-{
-	int sv[2], lps[2], lpc[2];
-	pid_t ps = -1, pc;
-	struct t_stats before, now;
-	char *logc, *logs = NULL;
-	bool ok = true;
-
-	if (t_accel())
-		t_stats_get(&before);
-	t_sync_pair(sv);
-	t_ok(pipe(lps));
-	t_ok(pipe(lpc));
-	if (!(sc->flags & NO_SERVER))
-		ps = spawn_side(sc, 'S', sv, lps);
-	else
-		close(lps[1]);
-	pc = spawn_side(sc, 'C', sv, lpc);
-	close(sv[0]);
-	close(sv[1]);
-	logc = slurp(lpc[0]);
-	if (ps > 0)
-		logs = slurp(lps[0]);
-	close(lpc[0]);
-	close(lps[0]);
-	ok &= side_ok(pc, sc->name, 'C');
-	if (ps > 0)
-		ok &= side_ok(ps, sc->name, 'S');
-	printf("%s%s", logs ? logs : "", logc);
-	fflush(stdout);
-	free(logs);
-	free(logc);
-
-	if (t_accel()) {
-		t_stats_get(&now);
-		if (now.smc_conns - before.smc_conns != sc->smc ||
-		    now.fallback != before.fallback) {
-			fprintf(stderr, "t_semantics: %s: expected %d shared-memory endpoints and no "
-				"fallback, got %lld and %lld fallbacks (reasons so far: {%s})\n",
-				sc->name, sc->smc, now.smc_conns - before.smc_conns,
-				now.fallback - before.fallback, now.fallback_names);
-			ok = false;
-		}
-	}
-	return ok;
+	return t_diff_run(sc->name, sc->smc, sc, side_main, !(sc->flags & NO_SERVER));
 }
 
 int main(int argc, char **argv)
 {
-	int failed = 0, ran = 0, i, j;
-
 	t_name = "t_semantics";
-	signal(SIGPIPE, SIG_IGN);	/* the harness itself never writes to a socket */
-	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-	for (i = 0; i < (int)ARRAY_LEN(scenarios); i++) {
-		const struct scenario *sc = &scenarios[i];
-		bool want = argc < 2;
-
-		for (j = 1; j < argc; j++)
-			want |= !strcmp(argv[j], sc->name);
-		if (!want)
-			continue;
-		ran++;
-		if (!run_scenario(sc)) {
-			failed++;
-			fprintf(stderr, "t_semantics: %s: FAILED\n", sc->name);
-		}
-	}
-	if (!ran)
-		t_fail("no such scenario");
-	fprintf(stderr, "t_semantics: %d scenarios, %d failed (%s)\n", ran, failed,
-		t_accel() ? "shared memory" : "TCP");
-	return failed ? T_EXIT_FAIL : T_EXIT_PASS;
+	return t_diff_main(argc, argv, (int)ARRAY_LEN(scenarios), scenario_name, all_scenarios,
+			   run_scenario);
 }

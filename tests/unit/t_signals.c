@@ -18,7 +18,7 @@
  *
  * usage: t_signals [scenario...]   (default: all; T_VERBOSE=1 to trace)
  */
-#include "t_util.h"
+#include "t_diff.h"
 
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -683,8 +683,9 @@ static const struct scenario scenarios[] = {
 
 /* ---- harness -------------------------------------------------------------- */
 
-static void side_main(const struct scenario *sc, char side, int sync, int logfd)
+static void side_main(const void *sc_, char side, int sync, int logfd)
 {
+	const struct scenario *sc = sc_;
 	struct ctx c = { .name = sc->name, .side = side, .fd = -1, .lfd = -1, .sync = sync,
 			 .arg = sc->arg };
 	pid_t me = getpid();
@@ -736,102 +737,26 @@ static void side_main(const struct scenario *sc, char side, int sync, int logfd)
 	_exit(0);
 }
 
-static char *slurp(int fd)
+static const char *scenario_name(int i)
 {
-	FILE *f = fdopen(fd, "r");
-	char *buf = NULL;
-	size_t cap = 0;
-
-	if (!f || getdelim(&buf, &cap, '\0', f) < 0) {	/* everything up to EOF */
-		free(buf);
-		buf = strdup("");
-	}
-	if (f)
-		fclose(f);
-	return buf;
+	return scenarios[i].name;
 }
 
-static bool run_scenario(const struct scenario *sc)
+/* Known library bugs only when asked; what TSan cannot run only by name. */
+static bool by_default(int i)
 {
-	int sv[2], lps[2], lpc[2];
-	struct t_stats before, now;
-	char *logc, *logs;
-	bool ok = true;
-	pid_t ps, pc;
-	int i, st = 0;
+	return (!(scenarios[i].flags & KNOWN_BUG) || getenv("T_SIGNALS_ALL")) &&
+	       !(T_TSAN && (scenarios[i].flags & NO_TSAN));
+}
 
-	if (t_accel())
-		t_stats_get(&before);
-	t_sync_pair(sv);
-	t_ok(pipe(lps));
-	t_ok(pipe(lpc));
-	for (i = 0; i < 2; i++) {
-		int *lp = i ? lpc : lps;
-		pid_t pid = t_fork_helper();
-
-		if (pid == 0) {
-			close(lp[0]);
-			close(sv[i]);
-			side_main(sc, i ? 'C' : 'S', sv[!i], lp[1]);
-		}
-		close(lp[1]);
-		*(i ? &pc : &ps) = pid;
-	}
-	close(sv[0]);
-	close(sv[1]);
-	logc = slurp(lpc[0]);
-	logs = slurp(lps[0]);
-	for (i = 0; i < 2; i++) {
-		while (waitpid(i ? ps : pc, &st, 0) < 0 && errno == EINTR)
-			;
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-			continue;
-		ok = false;
-		fprintf(stderr, "t_signals: %s %c: %s %d\n", sc->name, i ? 'S' : 'C',
-			WIFSIGNALED(st) ? "killed by signal" : "exit status",
-			WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-	}
-	printf("%s%s", logs, logc);
-	fflush(stdout);
-	free(logs);
-	free(logc);
-	if (t_accel()) {
-		t_stats_get(&now);
-		if (now.smc_conns - before.smc_conns != sc->smc || now.fallback != before.fallback) {
-			fprintf(stderr, "t_signals: %s: expected %d shared-memory endpoints and no "
-				"fallback, got %lld and %lld fallbacks (reasons so far: {%s})\n",
-				sc->name, sc->smc, now.smc_conns - before.smc_conns,
-				now.fallback - before.fallback, now.fallback_names);
-			ok = false;
-		}
-	}
-	return ok;
+static bool run_scenario(int i)
+{
+	return t_diff_run(scenarios[i].name, scenarios[i].smc, &scenarios[i], side_main, true);
 }
 
 int main(int argc, char **argv)
 {
-	int failed = 0, ran = 0, i, j;
-
 	t_name = "t_signals";
-	signal(SIGPIPE, SIG_IGN);
-	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-	for (i = 0; i < (int)ARRAY_LEN(scenarios); i++) {
-		bool want = argc < 2 && (!(scenarios[i].flags & KNOWN_BUG) || getenv("T_SIGNALS_ALL")) &&
-			    !(T_TSAN && (scenarios[i].flags & NO_TSAN));
-
-		for (j = 1; j < argc; j++)
-			want |= !strcmp(argv[j], scenarios[i].name);
-		if (!want)
-			continue;
-		ran++;
-		if (!run_scenario(&scenarios[i])) {
-			failed++;
-			fprintf(stderr, "t_signals: %s: FAILED\n", scenarios[i].name);
-		}
-	}
-	if (!ran)
-		t_fail("no such scenario");
-	fprintf(stderr, "t_signals: %d scenarios, %d failed (%s)\n", ran, failed,
-		t_accel() ? "shared memory" : "TCP");
-	return failed ? T_EXIT_FAIL : T_EXIT_PASS;
+	return t_diff_main(argc, argv, (int)ARRAY_LEN(scenarios), scenario_name, by_default,
+			   run_scenario);
 }
