@@ -37,7 +37,14 @@ static struct usmc_clc_ln *ln_cache;
  */
 #define CLC_PAGE_ENTRIES	(4096 / sizeof(struct usmc_clc_entry) / USMC_CLC_WAYS)
 
-static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
+/*
+ * Is e's page of the index backed?  To write, we back it first
+ * (fallocate).  To load, we only look (SEEK_DATA): a load through a shared
+ * mapping of a tmpfs hole allocates the page, and SIGBUS when the tmpfs is
+ * full, while a page nobody backed holds no proposal anyway.
+ */
+static bool entry_page_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e,
+			      bool to_write)
 {
 	size_t off = (size_t)((const char *)e - (const char *)ln->idx) & ~(size_t)4095;
 	size_t page = off / 4096;
@@ -49,32 +56,21 @@ static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
 	w = &ln->backed[page / 64];
 	if (LOAD_RELAXED(w) & bit)
 		return true;
-	if ((usmc_fault(USMC_FAULT_CLC) || fallocate(ln->fd, 0, (off_t)off, 4096)) &&
+	if ((!to_write || usmc_fault(USMC_FAULT_CLC) || fallocate(ln->fd, 0, (off_t)off, 4096)) &&
 	    lseek(ln->fd, (off_t)off, SEEK_DATA) != (off_t)off)
 		return false;
 	atomic_fetch_or(w, bit);
 	return true;
 }
 
-/*
- * May we load from e without writing?  A load through a shared mapping of
- * a tmpfs hole allocates the page, and SIGBUS when the tmpfs is full: a
- * page nobody backed holds no proposal, so say so without touching it.
- */
+static bool entry_backed(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
+{
+	return entry_page_backed(ln, e, true);
+}
+
 static bool entry_readable(struct usmc_clc_ln *ln, const struct usmc_clc_entry *e)
 {
-	size_t off = (size_t)((const char *)e - (const char *)ln->idx) & ~(size_t)4095;
-	size_t page = off / 4096;
-	uint64_t bit = 1ULL << (page % 64);
-
-	if (page >= CLC_INDEX_PAGES)
-		return false;
-	if (LOAD_RELAXED(&ln->backed[page / 64]) & bit)
-		return true;
-	if (lseek(ln->fd, (off_t)off, SEEK_DATA) != (off_t)off)
-		return false;
-	atomic_fetch_or(&ln->backed[page / 64], bit);
-	return true;
+	return entry_page_backed(ln, e, false);
 }
 
 static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
