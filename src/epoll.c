@@ -273,6 +273,10 @@ void ep_reg_sync(struct usmc_epreg *r)
 		kernel_translate(epfd, r, EPOLL_CTL_MOD);
 		return;
 	}
+	if (r->parked) {
+		ep_reg_drop_parked(r);
+		return;
+	}
 	/* Back to plain TCP: the application's own entry, its data. */
 	kernel_bell_drop(epfd, r);
 	r->translated = false;
@@ -445,6 +449,50 @@ static struct usmc_epreg *reg_find(struct usmc_ep *ep, int fd, struct usmc_sock 
 	return NULL;
 }
 
+/*
+ * Event loops delete and re-add a connection's registration around every
+ * request (redis' ae, libevent with one-shot interest): for a translated
+ * record that would be four kernel calls per cycle.  EPOLL_CTL_DEL parks
+ * it instead: disabled, off every list, its kernel entries kept; to the
+ * application it does not exist (MOD/DEL: ENOENT).  A later ADD revives it
+ * without a system call.  Kernel events for a parked record find it
+ * disabled and are dropped.  It is really removed when its socket leaves
+ * shared memory (ep_reg_sync), when an ADD needs different kernel entries,
+ * and with its socket or epoll instance.
+ */
+static void reg_park(struct usmc_epreg *r)
+{
+	r->parked = true;
+	r->disabled = true;
+	r->armed = false;
+}
+
+/* Remove a parked record's kernel entries and the record. */
+void ep_reg_drop_parked(struct usmc_epreg *r)
+{
+	int epfd = ep_fd_of(r->ep);
+	struct epoll_event ev = { 0 };
+
+	if (epfd >= 0) {
+		kernel_bell_drop(epfd, r);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
+	}
+	reg_unlink(r);
+}
+
+static void reg_revive(struct usmc_epreg *r, const struct epoll_event *ev)
+{
+	r->parked = false;
+	r->disabled = false;
+	r->events = ev->events;
+	r->data = ev->data.u64;
+	r->edge = true;
+	r->seen_prod = r->seen_cons = ~0ULL;
+	ep_ready_push(r);
+	if (r->ep->nested)
+		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+}
+
 
 int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
@@ -482,6 +530,20 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!ep)
 		goto out;
 	r = reg_find(ep, fd, sk);
+	if (r && r->parked) {
+		if (op == EPOLL_CTL_ADD && ev && !(ev->events & EPOLLEXCLUSIVE) &&
+		    ep_want_translated(sk)) {
+			reg_revive(r, ev);
+			rc = 0;
+			goto out;
+		}
+		if (op != EPOLL_CTL_ADD) {
+			rc = -ENOENT;
+			goto out;
+		}
+		ep_reg_drop_parked(r);
+		r = NULL;
+	}
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (r) {
@@ -537,11 +599,8 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			break;
 		}
 		if (r->translated) {
-			/* Our kernel entries do not change; re-arm ours. */
-			if (sys_fcntl(fd, F_GETFD, 0) < 0) {
-				rc = -EBADF;
-				break;
-			}
+			/* Our kernel entries do not change; re-arm ours.  (The
+			 * descriptor is open: our close() clears its entry.) */
 			r->events = ev->events;
 			r->data = ev->data.u64;
 			r->disabled = false;
@@ -559,6 +618,11 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	case EPOLL_CTL_DEL:
 		if (!r) {
 			rc = USMC_PASS;
+			break;
+		}
+		if (r->translated && !(r->events & EPOLLEXCLUSIVE)) {
+			reg_park(r);
+			rc = 0;
 			break;
 		}
 		rc = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;

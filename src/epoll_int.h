@@ -31,7 +31,8 @@ struct usmc_epreg {
 	uint64_t data;			/* application's epoll_data */
 	bool translated;		/* kernel holds our tagged entries */
 	bool bell;			/* this record owns the (ep, sk) doorbell entry */
-	bool disabled;			/* EPOLLONESHOT fired */
+	bool disabled;			/* EPOLLONESHOT fired, or parked */
+	bool parked;			/* deleted by the application; kernel entries kept */
 	bool on_ready;
 	bool on_watch;			/* on ep->watch: looked at by every call */
 	bool armed;			/* our arm is out: the peer rings on news */
@@ -73,6 +74,7 @@ void ep_ready_push(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
 void ep_reg_sync(struct usmc_epreg *r);
+void ep_reg_drop_parked(struct usmc_epreg *r);
 void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);

@@ -18,6 +18,9 @@
  *   fork         an epoll fd inherited by a child that waits on it
  *   dup_close    close of one of two descriptors of a registered socket:
  *                the registration stays with the open description
+ *   del_add      EPOLL_CTL_DEL then ADD, over and over (event loops do it
+ *                per request): deleted means no events, MOD/DEL say ENOENT,
+ *                re-adding reports what is pending, with the new data
  *   pwait        epoll_pwait / epoll_pwait2 with a signal mask
  *   eintr        a signal interrupts epoll_wait (EINTR even with SA_RESTART)
  *
@@ -520,6 +523,82 @@ static void check_dup_close(void)
 	close(s);
 }
 
+static void expect_errno_at(int line, int ep, int op, int fd, int want)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 1 };
+
+	errno = 0;
+	if (epoll_ctl(ep, op, fd, &ev) != -1 || errno != want)
+		t_fail("line %d: epoll_ctl op %d: errno %s, expected %s", line, op,
+		       t_errname(errno), t_errname(want));
+}
+#define expect_errno(ep, op, fd, want) expect_errno_at(__LINE__, ep, op, fd, want)
+
+static void check_del_add(void)
+{
+	int c, s, c2, s2, i, ep = ep_new();
+
+	t_pair_smc(&c, &s);
+	ep_add(ep, c, EPOLLIN, 71);
+	t_write_all(s, "a", 1);
+	expect_one(ep, EV_MS, 71, EPOLLIN);
+	t_ok(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	expect_none(ep);			/* pending data, but not registered */
+	expect_errno(ep, EPOLL_CTL_MOD, c, ENOENT);
+	expect_errno(ep, EPOLL_CTL_DEL, c, ENOENT);
+	t_write_all(s, "b", 1);
+	expect_none(ep);
+	ep_add(ep, c, EPOLLIN | EPOLLET, 72);	/* ADD reports what is pending, ET too */
+	expect_one(ep, EV_MS, 72, EPOLLIN);
+	expect_none(ep);
+	expect_errno(ep, EPOLL_CTL_ADD, c, EEXIST);
+	drain(c, 2);
+
+	/* The event-loop cycle: write interest, then read interest, each a
+	 * fresh ADD after a DEL, with new data every time. */
+	for (i = 0; i < 1000; i++) {
+		char b;
+
+		ep_mod(ep, c, EPOLLIN | EPOLLET, 72);
+		t_ok(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+		ep_add(ep, c, EPOLLOUT, 1000 + (uint64_t)i);
+		expect_one(ep, EV_MS, 1000 + (uint64_t)i, EPOLLOUT);
+		t_ok(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+		t_write_all(c, "q", 1);
+		t_read_all(s, &b, 1);
+		t_write_all(s, "r", 1);
+		ep_add(ep, c, EPOLLIN, 5000 + (uint64_t)i);
+		expect_one(ep, EV_MS, 5000 + (uint64_t)i, EPOLLIN);
+		t_read_all(c, &b, 1);
+		t_assert(b == 'r', "cycle %d: read %#x", i, b);
+	}
+
+	/* The peer closes while we are deleted: seen on re-ADD. */
+	t_ok(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	t_ok(shutdown(s, SHUT_WR));
+	expect_none(ep);
+	ep_add(ep, c, EPOLLIN | EPOLLRDHUP, 73);
+	expect_one(ep, EV_MS, 73, EPOLLIN | EPOLLRDHUP);
+
+	/* Deleted, closed, the number reused by a new connection: only the
+	 * new one is registered, with its own data. */
+	t_ok(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL));
+	t_ok(close(c));
+	close(s);
+	t_pair_smc(&c2, &s2);
+	if (c2 != c)
+		t_assert(dup2(c2, c) == c && close(c2) == 0, "move to %d", c);
+	expect_errno(ep, EPOLL_CTL_MOD, c, ENOENT);
+	ep_add(ep, c, EPOLLIN, 74);
+	expect_none(ep);
+	t_write_all(s2, "n", 1);
+	expect_one(ep, EV_MS, 74, EPOLLIN);
+	drain(c, 1);
+	close(ep);
+	close(c);
+	close(s2);
+}
+
 static volatile sig_atomic_t sigs;
 
 static void on_sig(int sig)
@@ -648,6 +727,7 @@ static const struct t_check checks[] = {
 	{ "early", check_early },
 	{ "fork", check_fork },
 	{ "dup_close", check_dup_close },
+	{ "del_add", check_del_add },
 	{ "pwait", check_pwait },
 	{ "eintr", check_eintr },
 };
