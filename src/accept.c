@@ -127,8 +127,10 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	return (gone || closed) && queued;
 }
 
-/* Act on a match result; caller holds sk->lock or owns sk exclusively. */
-static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p)
+/* Act on a match result; caller holds sk->lock or owns sk exclusively
+ * (at accept: fd not handed to the application yet). */
+static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p,
+			  bool installed)
 {
 	if (!reason) {
 		reason = server_accept(sk, fd, p);
@@ -143,7 +145,7 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 		/* Either way the client sent (or will send) one wake byte. */
 		sk_set_flag(sk, SKF_WAKEBYTE);
 		if (!reason) {
-			usmc_check_tcp(sk, fd);
+			usmc_check_tcp_fd(sk, fd, installed);
 			return;
 		}
 	}
@@ -225,7 +227,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 			 * proposal.  Decide when the application acts. */
 			sk_set_mode(sk, USMC_MODE_UNDECIDED);
 		} else {
-			server_settle(sk, nfd, reason, &prop);
+			server_settle(sk, nfd, reason, &prop, false);
 		}
 	}
 	usmc_conn_stats_open(sk, nfd);
@@ -261,7 +263,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 			goto out;
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
 	}
-	server_settle(sk, fd, reason, &prop);
+	server_settle(sk, fd, reason, &prop, true);
 	if (sk->st) {
 		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
 		sk->st->local = sk->local;

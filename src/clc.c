@@ -354,6 +354,7 @@ int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *ep
 			continue;
 		STORE_RELAXED(&x->connecting_lgr[i], lgr_id);
 		STORE_RELAXED(&x->connecting_port[i], 0);
+		STORE_RELAXED(&x->connecting_cpu[i], (uint32_t)(sched_getcpu() + 1));
 		STORE_RELEASE(&x->connecting[i], token);
 		return (int)i;
 	}
@@ -413,12 +414,13 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 	struct usmc_clc_index *x = ln->idx;
 	uint64_t snap[USMC_CLC_CONNECTING];
 	uint64_t start = 0, last_check = 0, now;
+	uint32_t here = (uint32_t)(sched_getcpu() + 1);
 	unsigned int i;
 
 	for (i = 0; i < USMC_CLC_CONNECTING; i++)
 		snap[i] = atomic_load(&x->connecting[i]);
 	for (;;) {
-		bool busy = false;
+		bool busy = false, same_cpu = false;
 
 		if (LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED))
 			return true;
@@ -444,6 +446,8 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 				continue;
 			}
 			busy = true;
+			if (LOAD_RELAXED(&x->connecting_cpu[i]) == here)
+				same_cpu = true;
 		}
 		if (!busy)
 			return true;
@@ -474,7 +478,8 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 					atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
 			}
 		}
-		if (now - start > 20000)
+		/* A client on our CPU cannot post while we spin: let it run. */
+		if (same_cpu || now - start > 20000)
 			sched_yield();
 		else
 			cpu_relax();

@@ -107,7 +107,8 @@ struct usmc_clc_index {
 	_Atomic uint64_t connecting[USMC_CLC_CONNECTING];
 	_Atomic uint64_t connecting_lgr[USMC_CLC_CONNECTING];
 	_Atomic uint32_t connecting_port[USMC_CLC_CONNECTING];
-	uint8_t __hdr_pad[4096 - 40 - 20 * USMC_CLC_CONNECTING];
+	_Atomic uint32_t connecting_cpu[USMC_CLC_CONNECTING];	/* CPU + 1, a hint */
+	uint8_t __hdr_pad[4096 - 40 - 24 * USMC_CLC_CONNECTING];
 	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
 };
 

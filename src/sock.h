@@ -282,6 +282,9 @@ void usmc_kick_space(struct usmc_sock *sk);
 bool usmc_arm(struct usmc_sock *sk, int what);
 /* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
 void usmc_check_tcp(struct usmc_sock *sk, int fd);
+/* The same; installed = false: fd is not in the descriptor table yet
+ * (accept), so nobody can have closed or reused it. */
+void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
 int usmc_sock_timeout(int fd, int optname);
 /* CPU hints in our CDC lines, for the peer's spin decision. */
 void usmc_publish_cpu(struct usmc_sock *sk, int cpu);

@@ -119,23 +119,36 @@ void usmc_kick_space(struct usmc_sock *sk)
 
 void usmc_check_tcp(struct usmc_sock *sk, int fd)
 {
+	usmc_check_tcp_fd(sk, fd, true);
+}
+
+void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
+{
 	char c;
 	ssize_t n;
 
 	while (!sk_flag(sk, SKF_TCP_EOF)) {
-		n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		/* The client's wake byte comes first on TCP: a descriptor
+		 * nobody else can have reused gives it up without a look. */
+		bool take = !installed && sk_flag(sk, SKF_WAKEBYTE);
+
+		n = real.recv(fd, &c, 1, MSG_DONTWAIT | (take ? 0 : MSG_PEEK));
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 			return;
 		/* The application closed this number under us (another thread
 		 * still in a call on the socket, as the kernel allows): not the
 		 * peer's doing; the socket lives on until that call returns. */
 		if ((n < 0 && (errno == EBADF || errno == ENOTSOCK)) ||
-		    usmc_sock_live_fd(sk, fd) != fd)
+		    (installed && usmc_sock_live_fd(sk, fd) != fd))
 			return;
 		if (n <= 0) {
 			/* FIN or RST: every process on the other side closed it. */
 			sk_set_flag(sk, SKF_TCP_EOF);
 			return;
+		}
+		if (take) {
+			sk_clear_flag(sk, SKF_WAKEBYTE);
+			continue;
 		}
 		if (sk_flag(sk, SKF_WAKEBYTE)) {
 			/* The client's CLC wake byte (clc.h): consume it. */
