@@ -130,14 +130,22 @@ def overheads(prog, prof, placement, name, unit):
                        "whenever a blocking call has to wait, before it spins)." % (
                            side, fnum(extra["getsockopt"]), unit))
         if extra["fcntl"] >= 0.5:
-            out.append("%s %s extra `fcntl` per %s (the library's own, e.g. the `F_GETFD` "
-                       "check on every `EPOLL_CTL_MOD` of a shared-memory socket)." % (
+            out.append("%s %s extra `fcntl` per %s (the library's own)." % (
                            side.capitalize(), fnum(extra["fcntl"]), unit))
         if extra["epoll_ctl"] >= 0.5:
-            out.append("%s %s more kernel `epoll_ctl` per %s than with TCP (%s vs %s): an "
-                       "`EPOLL_CTL_ADD`/`DEL` of a shared-memory socket becomes two kernel "
+            out.append("%s %s more kernel `epoll_ctl` per %s than with TCP (%s vs %s): the "
+                       "first `EPOLL_CTL_ADD` of a shared-memory socket becomes two kernel "
                        "calls, one for the TCP socket and one for the doorbell FIFO." % (
                            side.capitalize(), fnum(extra["epoll_ctl"]), unit,
+                           fnum(g("usmc", side, "sys_epoll_ctl")),
+                           fnum(g("tcp", side, "sys_epoll_ctl"))))
+        elif extra["epoll_ctl"] <= -0.5:
+            out.append("%s %s fewer kernel `epoll_ctl` per %s than with TCP (%s vs %s): "
+                       "`EPOLL_CTL_MOD`, and `EPOLL_CTL_DEL` followed by a new "
+                       "`EPOLL_CTL_ADD`, of a shared-memory socket stay in the library "
+                       "(a deleted registration is parked with its kernel entries, "
+                       "`src/epoll.c`)." % (
+                           side.capitalize(), fnum(-extra["epoll_ctl"]), unit,
                            fnum(g("usmc", side, "sys_epoll_ctl")),
                            fnum(g("tcp", side, "sys_epoll_ctl"))))
         if extra["futex"] >= 0.2:
@@ -218,12 +226,15 @@ WHY = {
              "and a cursor store without a system call; the receiver takes whatever the "
              "ring holds per `recv` (rx calls per message below one).",
     "redis-c50": "redis-benchmark and redis-server are single-threaded `epoll` loops; "
-                 "the client (one CPU) is the bottleneck in both transports, so its CPU "
-                 "per request decides the rate.  redis-benchmark itself adds and removes "
-                 "its write interest around every request (`epoll_ctl` several times per "
-                 "request).  usmc removes the reads and writes from the kernel but not "
-                 "the `epoll_ctl` calls, and rings the server's doorbell when redis "
-                 "sleeps in `epoll_wait`.",
+                 "with TCP the client (one CPU) is the bottleneck, so its CPU per request "
+                 "decides the rate.  redis-benchmark adds and removes its read and write "
+                 "interest around every request (`EPOLL_CTL_DEL` then `EPOLL_CTL_ADD`, "
+                 "five `epoll_ctl` per request with TCP).  With usmc the reads and writes "
+                 "go through the rings, and those `epoll_ctl` calls never reach the "
+                 "kernel: a deleted registration is parked, its kernel entries kept, and "
+                 "revived by the next ADD.  What is left per request is redis itself, the "
+                 "copies, and a doorbell whenever the other side went to sleep in "
+                 "`epoll_wait`.",
     "redis-c200": "As redis-c50 with 200 connections: more ready connections per "
                   "`epoll_wait` on the server, the same per-request work on the client.",
     "redis-c50-P16": "16 requests per write: the event-loop costs are shared by 16 "
@@ -232,8 +243,9 @@ WHY = {
     "nginx-ka": "wrk (one thread, `epoll`) against nginx workers (`epoll`, `sendfile`); "
                 "nginx opens and closes the file per request (no open_file_cache).  With "
                 "usmc the request and response bytes move through the rings and "
-                "`sendfile` becomes a read from the file into the ring; "
-                "`epoll_wait`/`epoll_ctl` and the doorbells remain in the kernel.",
+                "`sendfile` becomes a read from the file into the ring; `epoll_wait` "
+                "and the doorbells remain in the kernel, `epoll_ctl` changes of "
+                "shared-memory sockets do not.",
     "nginx-close": "One connection per request: socket, connect, accept4, close and the "
                    "TCP handshake dominate, and usmc keeps all of them (the TCP connection "
                    "stays open beside the rings); on top of that come the CLC proposal "
