@@ -190,6 +190,19 @@ void ep_watch(struct usmc_epreg *r)
 	r->ep->watch = r;
 }
 
+/* A record (re)registered on the rings: report its state as new, as the
+ * kernel does for an ADD. */
+static void reg_fresh(struct usmc_epreg *r)
+{
+	r->edge = true;
+	r->seen_prod = r->seen_cons = ~0ULL;
+	ep_ready_push(r);
+	if (r->ep->nested)
+		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+}
+
+static void reg_drop_parked(struct usmc_epreg *r);
+
 /* Kernel entries for a translated record. */
 static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 {
@@ -217,12 +230,8 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 		r->bell = true;
 	}
 	r->translated = true;
-	r->edge = true;
-	r->seen_prod = r->seen_cons = ~0ULL;
 	r->ep->ntranslated++;
-	ep_ready_push(r);
-	if (r->ep->nested)
-		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+	reg_fresh(r);
 	return 0;
 }
 
@@ -274,7 +283,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 		return;
 	}
 	if (r->parked) {
-		ep_reg_drop_parked(r);
+		reg_drop_parked(r);
 		return;
 	}
 	/* Back to plain TCP: the application's own entry, its data. */
@@ -468,7 +477,7 @@ static void reg_park(struct usmc_epreg *r)
 }
 
 /* Remove a parked record's kernel entries and the record. */
-void ep_reg_drop_parked(struct usmc_epreg *r)
+static void reg_drop_parked(struct usmc_epreg *r)
 {
 	int epfd = ep_fd_of(r->ep);
 	struct epoll_event ev = { 0 };
@@ -486,11 +495,7 @@ static void reg_revive(struct usmc_epreg *r, const struct epoll_event *ev)
 	r->disabled = false;
 	r->events = ev->events;
 	r->data = ev->data.u64;
-	r->edge = true;
-	r->seen_prod = r->seen_cons = ~0ULL;
-	ep_ready_push(r);
-	if (r->ep->nested)
-		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+	reg_fresh(r);
 }
 
 
@@ -541,7 +546,7 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = -ENOENT;
 			goto out;
 		}
-		ep_reg_drop_parked(r);
+		reg_drop_parked(r);
 		r = NULL;
 	}
 	switch (op) {

@@ -74,7 +74,6 @@ void ep_ready_push(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
 void ep_reg_sync(struct usmc_epreg *r);
-void ep_reg_drop_parked(struct usmc_epreg *r);
 void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
