@@ -170,8 +170,9 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 /*
  * May this connection use shared memory at all?  A socket without fork-
  * shared state (sock.c) cannot.  Descriptors: an accelerated connection
- * holds two more (its doorbells), so we accelerate only while the new
- * descriptors stay in the lower half of RLIMIT_NOFILE.  A program that
+ * holds two more (its doorbells, placed in the upper half of RLIMIT_NOFILE
+ * by usmc_ifd_move_high), so we accelerate only while the socket itself
+ * is in the lower half and the doorbells find room above.  A program that
  * needs at most half of its table over TCP therefore never sees EMFILE
  * because of usmc (tests/integration/test_exhaustion.py); beyond that the
  * doorbells compete with it (docs/reliability.md).

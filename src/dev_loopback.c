@@ -247,12 +247,14 @@ static int lo_register_dmb(struct usmc_lgr *l, uint32_t slot)
 static int open_bell(uint64_t id, uint32_t slot, char side)
 {
 	char path[96];
+	int fd;
 
 	if (usmc_fault(USMC_FAULT_BELL))
 		return -EMFILE;
 	snprintf(path, sizeof(path), "lg-%016llx/%u%c", (unsigned long long)id, slot, side);
 	/* O_RDWR: never blocks, never EOF, and a write never raises SIGPIPE. */
-	return usmc_rundir_open(path, O_RDWR | O_NONBLOCK, 0);
+	fd = usmc_rundir_open(path, O_RDWR | O_NONBLOCK, 0);
+	return fd < 0 ? fd : usmc_ifd_move_high(fd);
 }
 
 static int lo_attach_dmb(struct usmc_lgr *l, uint32_t slot, bool owner_side, int *own, int *peer)

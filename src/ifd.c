@@ -8,7 +8,9 @@
 #include "sys.h"
 #include "usmc.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #define IFD_PAGE_BITS	(1u << 15)
 #define IFD_PAGES	64		/* 2M descriptors */
@@ -56,4 +58,36 @@ bool usmc_ifd_is(int fd)
 	_Atomic uint64_t *w = ifd_word(fd, false);
 
 	return w && (LOAD_RELAXED(w) >> ((unsigned int)fd % 64)) & 1;
+}
+
+/*
+ * Descriptors we hold per connection (doorbells) must not change the
+ * numbers the application gets: programs size tables by their connection
+ * count (wrk's and redis' event loops refuse a descriptor beyond it), and
+ * TCP gives them small, dense numbers.  So such descriptors move to the
+ * lowest free number from the upper half of RLIMIT_NOFILE up (from 65536 at
+ * most, so a huge limit does not grow the kernel's table to match).  With
+ * no room there we give up the descriptor (-EMFILE: the connection falls
+ * back, limit_reached) rather than take a number the application would
+ * have had.
+ */
+#define IFD_HIGH_MAX	65536L
+
+int usmc_ifd_move_high(int fd)
+{
+	long base = IFD_HIGH_MAX;
+	struct rlimit rl;
+	int nfd;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 2 < (rlim_t)base)
+		base = (long)(rl.rlim_cur / 2);
+	if (fd >= base)
+		return fd;
+	nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
+	usmc_ifd_close(fd);
+	if (nfd < 0)
+		return nfd == -EINVAL ? -EMFILE : nfd;
+	usmc_ifd_mark(nfd);
+	return nfd;
 }

@@ -24,6 +24,11 @@
  *                  never hang
  *   threads        one thread sends while another receives on the same fd,
  *                  on both ends, every byte checked
+ *   numbers        the application's descriptor numbers stay what TCP gives:
+ *                  16 more connections (32 sockets) take the 32 lowest free
+ *                  numbers; usmc's own per-connection descriptors (doorbells)
+ *                  live in the upper half of RLIMIT_NOFILE (event loops size
+ *                  their tables by connection count)
  *
  * Each check runs in its own process and must leave the counters with its
  * connections on shared memory (exec_plain: whatever it is, it must work).
@@ -419,6 +424,42 @@ static void check_threads(void)
 	close(s);
 }
 
+#define NUM_PAIRS	16
+
+static void check_numbers(void)
+{
+	int c[NUM_PAIRS + 1], s[NUM_PAIRS + 1], lfd, lowest = -1, i;
+	uint16_t port;
+	char b;
+
+	lfd = t_listen(&port);
+	/* The first connection opens what a process needs once (runtime
+	 * directory, link group, counters); count from after it. */
+	for (i = 0; i <= NUM_PAIRS; i++) {
+		if (i == 1) {
+			lowest = t_ok(dup(0));
+			close(lowest);
+		}
+		t_pair_on(lfd, port, &c[i], &s[i]);
+		t_write_all(c[i], "c", 1);
+		t_read_all(s[i], &b, 1);
+		t_write_all(s[i], "s", 1);
+		t_read_all(c[i], &b, 1);
+		t_assert_smc(c[i]);
+		t_assert_smc(s[i]);
+		t_smc_pairs++;
+	}
+	for (i = 1; i <= NUM_PAIRS; i++)
+		t_assert(c[i] < lowest + 2 * NUM_PAIRS && s[i] < lowest + 2 * NUM_PAIRS,
+			 "pair %d got descriptors %d and %d; TCP gives %d..%d", i, c[i], s[i],
+			 lowest, lowest + 2 * NUM_PAIRS - 1);
+	for (i = 0; i <= NUM_PAIRS; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	close(lfd);
+}
+
 static const struct t_check checks[] = {
 	{ "dup", check_dup },
 	{ "dup2_dup3", check_dup2_dup3 },
@@ -430,6 +471,7 @@ static const struct t_check checks[] = {
 	{ "exec_usmc", check_exec_usmc },
 	{ "exec_plain", check_exec_plain },
 	{ "threads", check_threads },
+	{ "numbers", check_numbers },
 };
 
 int main(int argc, char **argv)
