@@ -536,8 +536,11 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		 * close with unread bytes would send an RST. */
 		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE) && fd >= 0)
 			usmc_tcp_skip_wake(sk, fd, true);
-		if (sk->role == 'C' && mode == USMC_MODE_MIGRATING)
-			attached = false;	/* the server declined and let go */
+		/* Declined (still moving bytes to TCP, or done with that):
+		 * the server let go, and may not even be able to map our
+		 * link group to say so in the slot (another user). */
+		if (sk->role == 'C' && (mode == USMC_MODE_MIGRATING || sk_flag(sk, SKF_DECLINED)))
+			attached = false;
 		if (sk->role == 'S')
 			STORE_RELEASE(&sk->ctrl->s.released_gen, sk->gen);
 		usmc_conn_unbind_slot(sk, attached);

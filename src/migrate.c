@@ -165,7 +165,7 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 	r = usmc_clc_declined(sk->ln, &sk->local);
 	if (!r)
 		return 0;
-	sk_set_flag(sk, SKF_WAKEBYTE);
+	sk_set_flag(sk, SKF_WAKEBYTE | SKF_DECLINED);
 	STAT_INC(late_declines);
 	/* Counted as shared memory when it proposed; it never was. */
 	if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {

@@ -2,7 +2,10 @@
 and off; wrk and curl as clients.  Both ends under `usmc run`: every
 connection must use shared memory and every download must be byte-exact."""
 import hashlib
+import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -25,7 +28,7 @@ def www(tmp_path_factory):
 NGINX_CONF = """\
 daemon off;
 master_process on;
-user root;
+user {user};
 worker_processes 2;
 pid {tmp}/nginx.pid;
 error_log stderr info;
@@ -49,14 +52,14 @@ http {{
 """
 
 
-def start_nginx(procs, rundir, tmp_path, root, sendfile="on", usmc=True):
+def start_nginx(procs, rundir, tmp_path, root, sendfile="on", usmc=True, user="root"):
     conf_dir = tmp_path / "nginx"
     conf_dir.mkdir(exist_ok=True)
 
     def argv(port):
         conf = conf_dir / ("nginx-%d.conf" % port)
         conf.write_text(NGINX_CONF.format(tmp=conf_dir, sendfile=sendfile, port=port,
-                                          root=root))
+                                          root=root, user=user))
         return ["nginx", "-c", conf, "-p", conf_dir, "-e", "stderr"]
 
     return h.start_server(procs, "nginx", argv, rundir.env(debug=usmc), usmc=usmc)
@@ -159,3 +162,59 @@ def test_nginx_wrk_connection_close(rundir, procs, tmp_path, www):
     assert st["smc_client"] >= n and st["smc_server"] >= n, msg
     assert abs(st["smc_client"] - st["smc_server"]) <= 10, msg
     assert st["smc_conns"] == st["smc_client"] + st["smc_server"], msg
+
+
+# Sequential HTTP/1.1 requests with Connection: close from one process;
+# prints its descriptor count after the first request and after the rest.
+SEQ_CLIENT = r"""
+import os, socket, sys
+port, n, want = int(sys.argv[1]), int(sys.argv[2]), open(sys.argv[3], "rb").read()
+def get():
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(want), data[:200]
+get()
+first = len(os.listdir("/proc/self/fd"))
+for _ in range(n):
+    get()
+print("OK fds %d %d" % (first, len(os.listdir("/proc/self/fd"))))
+"""
+
+
+@pytest.mark.timeout(180, method="signal")
+def test_nginx_workers_other_user(rundir, procs, tmp_path, www):
+    """nginx as packaged: the master runs as root, the workers as an
+    unprivileged user, who cannot map the root client's link group and
+    decline every proposal (reason permission).  Each declined client
+    must give its slot back: a client making 300 connections keeps the
+    descriptors it had after the first (a leaked slot keeps two doorbells
+    and, every 64 slots, a link group), and every response is whole."""
+    pub = tempfile.mkdtemp(prefix="usmc-nginx-www-", dir="/dev/shm")
+    try:
+        os.chmod(pub, 0o755)
+        shutil.copy(www["dir"] / "index.html", pub)
+        os.chmod(os.path.join(pub, "index.html"), 0o644)
+        server, port = start_nginx(procs, rundir, tmp_path, pub, user="nobody nogroup")
+        script = tmp_path / "seq_client.py"
+        script.write_text(SEQ_CLIENT)
+        n = 300
+        p = procs.run("seq-client", [h.PY, script, str(port), str(n),
+                                     os.path.join(pub, "index.html")],
+                      rundir.env(), timeout=120)
+        out = p.text().split()
+        assert out[:2] == ["OK", "fds"], p.diag()
+        assert out[2] == out[3], "descriptors grew from %s to %s over %d declined " \
+            "connections\n%s" % (out[2], out[3], n, p.diag())
+        st = rundir.settle(lambda st: st["tcp_fallback"].get("permission", 0) >= n + 1)
+        msg = h.fmt_stat(st) + "\n" + server.diag()
+        assert st["tcp_fallback"].get("permission", 0) >= n + 1, msg
+        assert st["smc_client"] == 0, msg
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
