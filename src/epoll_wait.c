@@ -187,6 +187,7 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 		if (ep->selfev < 0)
 			return;
 		usmc_ifd_mark(ep->selfev);
+		ep->selfev = usmc_ifd_move_high(ep->selfev, false);
 		ev.data.u64 = (uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF;
 		real.epoll_ctl(epfd, EPOLL_CTL_ADD, ep->selfev, &ev);
 	}

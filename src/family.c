@@ -55,9 +55,12 @@ static int family_init(void)
 	pthread_mutex_lock(&family_init_lock);
 	if (!family_get()) {
 		fd = usmc_fault(USMC_FAULT_MEMFD) ? -1 : memfd_create("usmc-family", MFD_CLOEXEC);
+		if (fd >= 0) {
+			usmc_ifd_mark(fd);
+			fd = usmc_ifd_move_high(fd, false);
+		}
 		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) || (rc = family_map(fd))) {
-			if (fd >= 0)
-				sys_close(fd);
+			usmc_ifd_close(fd);
 			rc = -ENOMEM;
 		}
 	}

@@ -61,19 +61,20 @@ bool usmc_ifd_is(int fd)
 }
 
 /*
- * Descriptors we hold per connection (doorbells) must not change the
- * numbers the application gets: programs size tables by their connection
- * count (wrk's and redis' event loops refuse a descriptor beyond it), and
- * TCP gives them small, dense numbers.  So such descriptors move to the
- * lowest free number from the upper half of RLIMIT_NOFILE up (from 65536 at
- * most, so a huge limit does not grow the kernel's table to match).  With
- * no room there we give up the descriptor (-EMFILE: the connection falls
- * back, limit_reached) rather than take a number the application would
- * have had.
+ * usmc's descriptors must not change the numbers the application gets:
+ * programs size tables by their connection count (wrk's and redis' event
+ * loops refuse a descriptor beyond it), TCP gives them small, dense
+ * numbers, and a program that needs at most half of RLIMIT_NOFILE must
+ * never see EMFILE because of us.  So ours move to the lowest free number
+ * from the upper half of the limit up (from 65536 at most, so a huge limit
+ * does not grow the kernel's table to match).  With no room there, a
+ * required one (a doorbell: one pair per connection) is given up, -EMFILE,
+ * and its connection falls back (limit_reached); any other stays where it
+ * is.
  */
 #define IFD_HIGH_MAX	65536L
 
-int usmc_ifd_move_high(int fd)
+int usmc_ifd_move_high(int fd, bool required)
 {
 	long base = IFD_HIGH_MAX;
 	struct rlimit rl;
@@ -85,6 +86,8 @@ int usmc_ifd_move_high(int fd)
 	if (fd >= base)
 		return fd;
 	nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
+	if (nfd < 0 && !required)
+		return fd;
 	usmc_ifd_close(fd);
 	if (nfd < 0)
 		return nfd == -EINVAL ? -EMFILE : nfd;

@@ -119,7 +119,7 @@ int usmc_rundir_init(void)
 		goto out;
 	}
 	usmc_ifd_mark(dfd);
-	rundir_dfd = dfd;
+	rundir_dfd = usmc_ifd_move_high(dfd, false);
 out:
 	pthread_mutex_unlock(&rundir_lock);
 	return rc;
@@ -145,7 +145,7 @@ int usmc_rundir_open(const char *name, int flags, mode_t mode)
 			return -EPERM;
 		}
 	}
-	return fd;
+	return usmc_ifd_move_high(fd, false);
 }
 
 int usmc_rundir_mkdir(const char *name)

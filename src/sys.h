@@ -62,9 +62,9 @@ void usmc_ifd_mark(int fd);
 void usmc_ifd_unmark(int fd);
 bool usmc_ifd_is(int fd);
 /* Move an internal descriptor out of the application's numbering (see
- * ifd.c); returns the descriptor to use from now on, or -EMFILE (fd is
- * closed then). */
-int usmc_ifd_move_high(int fd);
+ * ifd.c); returns the descriptor to use from now on, or (required only)
+ * -EMFILE with fd closed. */
+int usmc_ifd_move_high(int fd, bool required);
 /* Close an internal descriptor. */
 static inline int usmc_ifd_close(int fd)
 {
