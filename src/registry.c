@@ -73,7 +73,7 @@ static int registry_open(void)
 	rc = usmc_rundir_init();
 	if (rc)
 		return rc;
-	fd = usmc_rundir_open("registry", O_RDWR, 0);
+	fd = usmc_rundir_open(USMC_REGISTRY_FILE, O_RDWR, 0);
 	if (fd == -ENOENT) {
 		snprintf(tmp, sizeof(tmp), "t-registry-%016llx",
 			 (unsigned long long)usmc_random64());
@@ -92,14 +92,14 @@ static int registry_open(void)
 		r->nnetns = USMC_REG_NETNS;
 		STORE_RELEASE((_Atomic uint64_t *)&r->magic, USMC_REG_MAGIC);
 		usmc_ifd_close(fd);
-		if (!renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), "registry",
+		if (!renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), USMC_REGISTRY_FILE,
 			       RENAME_NOREPLACE)) {
 			STORE_RELEASE(&reg_ptr, r);
 			return 0;
 		}
 		munmap(r, len);
 		usmc_rundir_unlink(tmp, false);
-		fd = usmc_rundir_open("registry", O_RDWR, 0);
+		fd = usmc_rundir_open(USMC_REGISTRY_FILE, O_RDWR, 0);
 	}
 	if (fd < 0)
 		return fd;
@@ -120,13 +120,17 @@ static int registry_open(void)
 
 int usmc_registry_attach(void)
 {
-	int rc = 0;
+	static struct usmc_retry retry;
+	int rc;
 
 	if (reg_get())
 		return 0;
+	rc = usmc_retry_check(&retry);
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&reg_lock);
 	if (!reg_get())
-		rc = registry_open();
+		rc = usmc_retry_note(&retry, registry_open());
 	pthread_mutex_unlock(&reg_lock);
 	return rc;
 }

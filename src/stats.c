@@ -65,7 +65,7 @@ static int stats_open(struct usmc_stats_file **out)
 	rc = usmc_rundir_init();
 	if (rc)
 		return rc;
-	fd = usmc_rundir_open("stats", O_RDWR, 0);
+	fd = usmc_rundir_open(USMC_STATS_FILE, O_RDWR, 0);
 	if (fd == -ENOENT) {
 		/* Build it under a private name, then publish it with one rename. */
 		snprintf(tmp, sizeof(tmp), "t-stats-%016llx", (unsigned long long)usmc_random64());
@@ -87,12 +87,12 @@ static int stats_open(struct usmc_stats_file **out)
 		f->nconns = USMC_STATS_CONNS;
 		f->created_ns = realtime_ns();
 		STORE_RELEASE((_Atomic uint64_t *)&f->magic, USMC_STATS_MAGIC);
-		if (renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), "stats", RENAME_NOREPLACE)) {
+		if (renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), USMC_STATS_FILE, RENAME_NOREPLACE)) {
 			/* Someone else published first: use theirs. */
 			munmap(f, len);
 			usmc_ifd_close(fd);
 			usmc_rundir_unlink(tmp, false);
-			fd = usmc_rundir_open("stats", O_RDWR, 0);
+			fd = usmc_rundir_open(USMC_STATS_FILE, O_RDWR, 0);
 			if (fd < 0)
 				return fd;
 		} else {
@@ -234,13 +234,17 @@ static int attach_locked(void)
 
 int usmc_stats_attach(void)
 {
-	int rc = 0;
+	static struct usmc_retry retry;
+	int rc;
 
 	if (my_slot >= 0)
 		return 0;
+	rc = usmc_retry_check(&retry);
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&stats_lock);
 	if (my_slot < 0)
-		rc = attach_locked();
+		rc = usmc_retry_note(&retry, attach_locked());
 	pthread_mutex_unlock(&stats_lock);
 	if (rc)
 		usmc_dbg(1, "statistics unavailable: %s", strerror(-rc));

@@ -22,6 +22,17 @@
 #define USMC_VERSION_STR	"0.1.0"
 #define USMC_PROTO_VERSION	2	/* shared-memory format generation */
 
+/*
+ * The runtime directory's shared files carry the format in their names, so
+ * usmc builds of different formats sharing a directory (programs started
+ * before an upgrade, files an older build left) never open each other's:
+ * each generation sees only its own registry and counters.
+ */
+#define USMC_XSTR(x)		USMC_STR(x)
+#define USMC_STR(x)		#x
+#define USMC_REGISTRY_FILE	"registry-v" USMC_XSTR(USMC_PROTO_VERSION)
+#define USMC_STATS_FILE		"stats-v" USMC_XSTR(USMC_PROTO_VERSION)
+
 #define likely(x)	__builtin_expect(!!(x), 1)
 #define unlikely(x)	__builtin_expect(!!(x), 0)
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -145,6 +156,23 @@ static inline uint64_t usmc_mix64(uint64_t x)
 }
 
 uint64_t usmc_now_ns(void);	/* CLOCK_MONOTONIC */
+
+/*
+ * A shared file that could not be attached (runtime directory unsafe or
+ * full, something not ours at its name) is tried again at most every
+ * USMC_RETRY_NS; until then callers get the same error for a clock read.
+ * Connections that fall back because of it then cost a cheap local lookup,
+ * not an open, a map and an unmap each.
+ */
+#define USMC_RETRY_NS		(250 * 1000000ull)
+
+struct usmc_retry {
+	_Atomic uint64_t until_ns;	/* 0: no failure remembered */
+	_Atomic int rc;			/* the remembered -errno */
+};
+
+int usmc_retry_check(struct usmc_retry *r);	/* 0 or the remembered -errno */
+int usmc_retry_note(struct usmc_retry *r, int rc);	/* returns rc */
 uint64_t usmc_random64(void);	/* getrandom(), never blocks after boot */
 
 #endif /* USMC_H */

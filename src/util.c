@@ -127,6 +127,26 @@ uint64_t usmc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int usmc_retry_check(struct usmc_retry *r)
+{
+	uint64_t until = LOAD_RELAXED(&r->until_ns);
+
+	if (likely(!until) || usmc_now_ns() >= until)
+		return 0;
+	return LOAD_RELAXED(&r->rc);
+}
+
+int usmc_retry_note(struct usmc_retry *r, int rc)
+{
+	if (rc) {
+		STORE_RELAXED(&r->rc, rc);
+		STORE_RELAXED(&r->until_ns, usmc_now_ns() + USMC_RETRY_NS);
+	} else {
+		STORE_RELAXED(&r->until_ns, 0);
+	}
+	return rc;
+}
+
 uint64_t usmc_random64(void)
 {
 	uint64_t v = 0;

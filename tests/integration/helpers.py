@@ -27,9 +27,26 @@ USMC = BUILD / "usmc"
 LIB = BUILD / "libusmc.so"
 PY = "/usr/bin/python3"
 
+
+def _shm_format():
+    """The shared-memory format of the build under test: `usmc version`,
+    else src/usmc.h (before the first build)."""
+    try:
+        out = subprocess.run([str(USMC), "version"], capture_output=True, text=True,
+                             timeout=10).stdout
+        return int(re.search(r"format (\d+)", out).group(1))
+    except (OSError, AttributeError, subprocess.SubprocessError):
+        text = (REPO / "src" / "usmc.h").read_text()
+        return int(re.search(r"#define USMC_PROTO_VERSION\s+(\d+)", text).group(1))
+
+
+# The runtime directory's shared files, named after their format (usmc.h).
+SHM_FORMAT = _shm_format()
+REGISTRY_FILE = "registry-v%d" % SHM_FORMAT
+STATS_FILE = "stats-v%d" % SHM_FORMAT
 # Objects a runtime directory may hold once every usmc process has exited
 # and `usmc stat` has collected what the dead left behind.
-RUNDIR_IDLE_FILES = {"stats", "registry"}
+RUNDIR_IDLE_FILES = {STATS_FILE, REGISTRY_FILE}
 
 def tail(path, n=4000):
     """Last n characters of a log file (for failure messages)."""

@@ -346,7 +346,7 @@ def test_default_rundir_is_per_user(users, kit, procs, defaults):
         assert b"SMC-D loopback" in holder.stderr(), holder.diag()
         entries = assert_private(da, a)
         names = {p.name for p in entries}
-        assert {"registry", "stats", "mem"} <= names, names
+        assert {h.REGISTRY_FILE, h.STATS_FILE, "mem"} <= names, names
         assert any(n.startswith("lg-") for n in names) and any(n.startswith("ln-") for n in names)
         # B can neither list the directory nor open anything in it, nor
         # reach the mappings through A's processes.
@@ -487,12 +487,13 @@ def test_default_rundir_precreated(users, kit, procs, defaults, area, plant):
 # change it); "copy" -> a valid file of B's, mode 0666 (trusting it would
 # register A's listener in B's memory); "fifo"; "bait" -> a directory of B's
 # with symlinks at a link group's names.
+REG, STATS = h.REGISTRY_FILE, h.STATS_FILE
 INNER = {
-    "registry-symlink": [("registry", "link")],
-    "stats-symlink": [("stats", "link")],
-    "registry-of-b": [("registry", "copy")],
-    "stats-of-b": [("stats", "copy")],
-    "registry-fifo-of-b": [("registry", "fifo")],
+    "registry-symlink": [(REG, "link")],
+    "stats-symlink": [(STATS, "link")],
+    "registry-of-b": [(REG, "copy")],
+    "stats-of-b": [(STATS, "copy")],
+    "registry-fifo-of-b": [(REG, "fifo")],
     "gc-bait": [("lg-00000000000000aa", "link"), ("ln-00000000000000ab", "link"),
                 ("t-00000000000000ac", "link"), ("lg-00000000000000ad", "bait"),
                 ("t-00000000000000ae", "bait")],
@@ -517,12 +518,12 @@ def test_precreated_objects_in_rundir(users, kit, procs, defaults, area, where, 
     bdir = make_dir(area / "bdir", b, 0o700)
     ustat(kit, b, rundir=bdir)
     victims = {p: p.read_bytes() for p in tree(priv)[1:]}
-    assert {p.name for p in victims} >= {"registry", "stats"}, victims
+    assert {p.name for p in victims} >= {REG, STATS}, victims
     planted = []
     for name, kind in INNER[case]:
         p = d / name
         if kind == "link":
-            os.symlink(priv / (name if name in ("registry", "stats") else "registry"), p)
+            os.symlink(priv / (name if name in (REG, STATS) else REG), p)
         elif kind == "copy":
             p.write_bytes((bdir / name).read_bytes())
             os.chmod(p, 0o666)
@@ -531,7 +532,7 @@ def test_precreated_objects_in_rundir(users, kit, procs, defaults, area, where, 
         else:
             make_dir(p, b, 0o777)
             for n in ("mem", "0c", "0s"):
-                os.symlink(priv / "registry", p / n)
+                os.symlink(priv / REG, p / n)
                 os.lchown(p / n, b.uid, b.gid)
         os.lchown(p, b.uid, b.gid)
         planted.append((p, snapshot(p)))

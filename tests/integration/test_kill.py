@@ -2,7 +2,7 @@
 
 The survivor must see what TCP would give it - EOF or ECONNRESET when it
 receives, EPIPE or ECONNRESET when it sends - within 1 s of the kill; the
-runtime directory must end up holding only 'stats' and 'registry' once
+runtime directory must end up holding only its counters and registry once
 `usmc stat` collected the dead (no lg-*, ln-*, t-* leftovers), nothing stray
 may appear in /dev/shm, and the next run in the same directory must work."""
 import signal
