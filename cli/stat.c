@@ -21,7 +21,7 @@ static const char *const ctr_names[] = {
 	"smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
 	"tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "tx_calls", "rx_calls",
 	"doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
-	"dmbs_registered", "dmbs_reused", "late_declines",
+	"dmbs_registered", "dmbs_reused", "late_declines", "wake_bytes",
 };
 #define NSCALAR ARRAY_SIZE(ctr_names)
 BUILD_BUG_ON(NSCALAR * 8 != offsetof(struct usmc_counters, aborts));

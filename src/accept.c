@@ -142,8 +142,10 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 			else if (lost)
 				sk_set_flag(sk, SKF_LOST);	/* reads: ECONNRESET */
 		}
-		/* Either way the client sent (or will send) one wake byte. */
-		sk_set_flag(sk, SKF_WAKEBYTE);
+		/* Either way a client we made wait sent (or will send) one
+		 * wake byte. */
+		if (p->wake)
+			sk_set_flag(sk, SKF_WAKEBYTE);
 		if (!reason) {
 			usmc_check_tcp_fd(sk, fd, installed);
 			return;
@@ -159,7 +161,8 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 /*
  * Out of memory for even a socket record: the connection stays untracked
  * plain TCP.  A client that proposed must still learn it (declined), and
- * its wake byte must not reach the application: wait for it here.
+ * its wake byte, if it sends one, must not reach the application: wait for
+ * it here.
  */
 static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockaddr *sa,
 			     socklen_t salen)
@@ -174,7 +177,7 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 	if (!lsk->lst || usmc_addr_from_sa(&peer, sa, salen) ||
 	    usmc_clc_match(lsk->lst, &peer, &prop, CLC_DECIDE))
 		return;
-	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0)
+	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0 || !prop.wake)
 		return;
 	for (;;) {
 		struct pollfd p = { .fd = nfd, .events = POLLIN };

@@ -219,8 +219,10 @@ void usmc_client_send_wake(struct usmc_sock *sk, int fd)
 {
 	static const char wake = 0;
 
-	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND)
+	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND) {
 		real.send(fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		STAT_INC(wake_bytes);
+	}
 }
 
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len)
@@ -233,6 +235,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	uint32_t slot, gen;
 	int reason, rc, err, cslot = -1;
 	uint64_t epoch = 0;
+	bool wake = false;
 
 	if (sk->kind != SK_TCP || usmc_addr_from_sa(&sk->peer, sa, len))
 		return real.connect(fd, sa, len);
@@ -290,7 +293,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.pid = (uint32_t)getpid();
 		usmc_dev_list(prop.devs);
 		prop.client = sk->local;
-		reason = usmc_clc_propose(ln, &prop);
+		if (usmc_fault(USMC_FAULT_LATE))
+			usleep(50000);	/* a client descheduled inside connect() */
+		reason = usmc_clc_propose(ln, &prop, &wake);
 	}
 	if (ln)
 		usmc_clc_connect_end(ln, cslot);
@@ -306,7 +311,8 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		return rc;
 	}
 	sk->ln = ln;
-	sk_set_flag(sk, SKF_WAKE_SEND | (rc ? SKF_CONNECTING : 0));
+	/* A wake byte only for a server that accepted us undecided (clc.h). */
+	sk_set_flag(sk, (wake ? SKF_WAKE_SEND : 0) | (rc ? SKF_CONNECTING : 0));
 	sk_set_mode(sk, USMC_MODE_PROPOSED);
 	/* From here our bytes go through shared memory: count the endpoint
 	 * now (a client may never look at the answer before it exits). */

@@ -280,12 +280,17 @@ out:
 /* Can a client whose connect() began at epoch e0 take over word w? */
 static bool mark_stale(uint64_t w, uint64_t e0)
 {
-	return CLC_STATE(w) == CLC_TCP && !CLC_SEQ_AFTER(CLC_SEQ(w), (uint32_t)e0);
+	return CLC_IS_MARK(w) && !CLC_SEQ_AFTER(CLC_SEQ(w), (uint32_t)e0);
 }
 
-int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
+static bool is_proposed(uint64_t w, uint64_t h)
 {
-	uint64_t h = tuple_hash(&p->client), w;
+	return (w & ~CLC_W) == CLC_WORD(h, CLC_PROPOSED);
+}
+
+int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool *wake)
+{
+	uint64_t h = tuple_hash(&p->client), w, claim;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
 	uint32_t d;
 
@@ -296,27 +301,34 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
 	for (;;) {
+		claim = CLC_WORD(h, CLC_CLAIM);
 		if (w && !mark_stale(w, p->epoch)) {
 			/* A fresh mark for our address: the server runs this
-			 * very connection as TCP. */
+			 * very connection as TCP, or accepted it undecided and
+			 * waits for us. */
 			if (CLC_HASH(w) == h && CLC_STATE(w) == CLC_TCP)
 				return USMC_R_LATE;
-			return USMC_R_INDEX_BUSY;
+			if (CLC_HASH(w) != h || CLC_STATE(w) != CLC_WAIT)
+				return USMC_R_INDEX_BUSY;
+			claim |= CLC_W;
 		}
-		if (atomic_compare_exchange_strong(&e->word, &w, CLC_WORD(h, CLC_CLAIM)))
+		if (atomic_compare_exchange_strong(&e->word, &w, claim))
 			break;
 	}
 	/* Seq-cst after our CAS, against the server's store of degraded
-	 * before its load of the word: one of us sees the other. */
+	 * before its load of the word: one of us sees the other.  A waiting
+	 * server then gets our TCP bytes instead of a wake byte. */
 	d = atomic_load(&ln->idx->degraded);
 	if (d) {
-		w = CLC_WORD(h, CLC_CLAIM);
-		atomic_compare_exchange_strong(&e->word, &w, 0);
+		w = claim;
+		while ((w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM) &&
+		       !atomic_compare_exchange_strong(&e->word, &w, 0))
+			;
 		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	}
 
 	memset(&tmp, 0, sizeof(tmp));
-	tmp.word = CLC_WORD(h, CLC_CLAIM);
+	tmp.word = claim;
 	tmp.lgr_id = p->lgr_id;
 	tmp.slot = p->slot;
 	tmp.gen = p->gen;
@@ -327,12 +339,15 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p)
 	tmp.pid = p->pid;
 	shm_store_words((char *)e + 8, (char *)&tmp + 8, sizeof(tmp) - 8);
 
-	/* Publish: pairs with the acquire load in usmc_clc_match(). */
-	w = CLC_WORD(h, CLC_CLAIM);
-	if (!atomic_compare_exchange_strong_explicit(&e->word, &w, CLC_WORD(h, CLC_PROPOSED),
-						     memory_order_acq_rel,
-						     memory_order_acquire))
-		return USMC_R_LATE;	/* the server decided first: TCP(h) */
+	/* Publish: pairs with the acquire load in usmc_clc_match().  The
+	 * server may have added W to our claim meanwhile: keep it. */
+	w = claim;
+	while (!atomic_compare_exchange_strong_explicit(&e->word, &w,
+							(w & CLC_W) | CLC_WORD(h, CLC_PROPOSED),
+							memory_order_acq_rel, memory_order_acquire))
+		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W))
+			return USMC_R_LATE;	/* the server decided first: TCP(h) */
+	*wake = w & CLC_W;
 	return 0;
 }
 
@@ -391,24 +406,16 @@ static bool lgr_owner_alive(uint64_t lgr_id)
 }
 
 /*
- * Before deciding TCP for lack of a proposal: wait until no usmc client is
- * between connect() and its proposal (or ours appears).  A client announces
- * itself before its SYN, so once none is in flight, the client of this
- * connection, if it is a usmc client at all, has posted.  Normally that is
- * microseconds; announcements of dead processes are cleared.  The limit only
- * guards against a client stopped in that window: deciding TCP then makes
- * its proposal fail its CAS (server_accepted_first), so both ends still
- * agree.  Returns false when the limit passed with clients still in flight.
+ * No proposal is posted: wait for the clients that were inside connect()
+ * when we looked and could be ours (port not known yet, or our client's
+ * port).  A client announces itself before its SYN, so once none is in
+ * flight, the client of this connection, if it is a usmc client at all,
+ * has posted.  Announcements made later cannot be our client's, so a stream
+ * of new clients never holds us up; dead announcers are cleared.  The limit
+ * only guards against a client stopped in that window: our mark (TCP, or
+ * WAIT at accept) then decides, and both ends still agree.
  */
-/*
- * A server must decide and no proposal is posted: wait for the clients
- * that were inside connect() when we looked and could be ours (port not
- * known yet, or our client's port).  Announcements made later cannot be
- * our client's (it announced before its SYN), so a stream of new clients
- * never holds us up.  Dead announcers are cleared.  true: nothing left to
- * wait for (or the proposal arrived); false: limit_ns passed first.
- */
-static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, uint64_t h,
+static void wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, uint64_t h,
 			    uint16_t port, uint64_t limit_ns)
 {
 	struct usmc_clc_index *x = ln->idx;
@@ -422,8 +429,8 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 	for (;;) {
 		bool busy = false, same_cpu = false;
 
-		if (LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED))
-			return true;
+		if (is_proposed(LOAD_ACQUIRE(&e->word), h))
+			return;
 		for (i = 0; i < USMC_CLC_CONNECTING; i++) {
 			uint64_t t;
 			uint32_t p;
@@ -450,12 +457,12 @@ static bool wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 				same_cpu = true;
 		}
 		if (!busy)
-			return true;
+			return;
 		now = usmc_now_ns();
 		if (!start)
 			start = last_check = now;
 		if (now - start > limit_ns)
-			return false;
+			return;
 		if (now - last_check > 200000) {
 			last_check = now;
 			for (i = 0; i < USMC_CLC_CONNECTING; i++) {
@@ -490,9 +497,9 @@ bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
 	uint64_t h = tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
-	uint64_t w = CLC_WORD(h, CLC_PROPOSED);
+	uint64_t w = LOAD_ACQUIRE(&e->word);
 
-	return atomic_compare_exchange_strong(&e->word, &w, 0);
+	return is_proposed(w, h) && atomic_compare_exchange_strong(&e->word, &w, 0);
 }
 
 int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client)
@@ -540,11 +547,13 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	bool cleaned = false, waited = false;
 
 	/* Unbacked page: nobody proposed here (a client backs it first).
-	 * Deciding TCP needs a mark we cannot write: degrade the listener so
-	 * no client proposes any more, then look once more (a client that
-	 * claimed meanwhile backed the page itself). */
+	 * Deciding TCP, or waiting undecided, needs a mark we cannot write:
+	 * degrade the listener so no client proposes any more, then look
+	 * once more (a client that claimed meanwhile backed the page).  Still
+	 * nothing: no client can post for this connection any more, so it is
+	 * TCP now (undecided, nothing could wake us when a proposal came). */
 	if (!entry_backed(ln, e)) {
-		if (!decide)
+		if (how == CLC_PEEK)
 			return USMC_CLC_PENDING;
 		atomic_fetch_or(&ln->idx->degraded, CLC_LN_NOMARK);
 		if (!entry_readable(ln, e))
@@ -552,7 +561,7 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	}
 	for (;;) {
 		w = LOAD_ACQUIRE(&e->word);
-		if (w == CLC_WORD(h, CLC_PROPOSED)) {
+		if (is_proposed(w, h)) {
 			shm_load_words(&copy, e, sizeof(copy));
 			/* Still the same proposal after the copy (the client
 			 * writes the fields only in CLAIM).  The answer's CAS
@@ -568,13 +577,16 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 			p->pid = copy.pid;
 			memcpy(p->devs, copy.devs, sizeof(p->devs));
 			p->client = copy.client;
+			p->wake = w & CLC_W;
 			return 0;
 		}
 		/* No proposal for us: the entry is free, our client is still
-		 * writing one, or it holds a TCP mark (an old one; a mark is
-		 * only ever acted on by the client it was made for). */
-		if (w == 0 || w == CLC_WORD(h, CLC_CLAIM) || CLC_STATE(w) == CLC_TCP) {
-			uint64_t seq;
+		 * writing one, or it holds a TCP or WAIT mark (an old one, or
+		 * our own WAIT; a mark is only ever acted on by the client it
+		 * was made for). */
+		if (w == 0 || (w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM) || CLC_IS_MARK(w)) {
+			bool claimed = (w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM);
+			uint64_t mark;
 
 			if (how == CLC_PEEK)
 				return USMC_CLC_PENDING;
@@ -584,20 +596,26 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 				 * when acting: until our client, if it is still
 				 * inside connect(), has posted or given up. */
 				waited = true;
-				if (!wait_connecting(ln, e, h, client->port,
-						     decide ? CLC_DECIDE_WAIT_NS : CLC_ACCEPT_WAIT_NS) &&
-				    !decide)
-					return USMC_CLC_PENDING;
+				wait_connecting(ln, e, h, client->port,
+						decide ? CLC_DECIDE_WAIT_NS : CLC_ACCEPT_WAIT_NS);
 				continue;
 			}
+			if (!decide && w == (CLC_WORD(h, CLC_CLAIM) | CLC_W))
+				return USMC_CLC_PENDING;
+			/* Undecided: WAIT (or W on our client's claim), so that
+			 * a proposal brings a wake byte.  Deciding: TCP.  Marks
+			 * take a fresh epoch: our client, should it come late,
+			 * sees a mark newer than its connect(). */
+			if (!decide && claimed)
+				mark = w | CLC_W;
+			else
+				mark = CLC_MARK_WORD(h, decide ? CLC_TCP : CLC_WAIT,
+						     atomic_fetch_add(&ln->idx->epoch, 1) + 1);
+			if (!atomic_compare_exchange_strong(&e->word, &w, mark))
+				continue;
 			if (!decide)
 				return USMC_CLC_PENDING;
-			/* Mark TCP with a fresh epoch: our client, should it
-			 * come late, sees a mark newer than its connect(). */
-			seq = atomic_fetch_add(&ln->idx->epoch, 1) + 1;
-			if (atomic_compare_exchange_strong(&e->word, &w, CLC_TCP_WORD(h, seq)))
-				return w == CLC_WORD(h, CLC_CLAIM) ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
-			continue;
+			return claimed ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
 		}
 		/* Another 4-tuple holds the entry; reclaim it if its owner died. */
 		if (!cleaned && !entry_owner_alive(e)) {
@@ -613,8 +631,10 @@ bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int
 {
 	uint64_t h = tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
-	uint64_t w = CLC_WORD(h, CLC_PROPOSED);
+	uint64_t w = LOAD_ACQUIRE(&e->word);
 
+	if (!is_proposed(w, h))
+		return false;
 	if (reason <= 0 || reason >= USMC_R_MAX)
 		return atomic_compare_exchange_strong(&e->word, &w, 0);
 	return atomic_compare_exchange_strong(&e->word, &w,
@@ -641,5 +661,5 @@ bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *clien
 	uint64_t h = tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 
-	return entry_readable(ln, e) && LOAD_ACQUIRE(&e->word) == CLC_WORD(h, CLC_PROPOSED);
+	return entry_readable(ln, e) && is_proposed(LOAD_ACQUIRE(&e->word), h);
 }

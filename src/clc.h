@@ -10,18 +10,21 @@
  * hash of the client address).  One 64-bit word per entry decides:
  *
  *   client:  EMPTY -> CLAIM(h) -> PROPOSED(h)        (fields written in CLAIM)
- *            then one wake byte on TCP (see below)
- *   server:  PROPOSED(h) -> EMPTY                     accept: once attached, before answering
- *            PROPOSED(h) -> DECLINED(h, reason)       decline, then one decline byte on TCP
- *            EMPTY | CLAIM(h) | TCP -> TCP(h, seq)    must act first: TCP, blocks late proposals
- *   client:  PROPOSED(h) -> EMPTY                     withdraw (TCP bytes seen, connect failed)
+ *            WAIT(h, new seq) -> CLAIM(h)+W -> PROPOSED(h)+W, then one wake byte on TCP
+ *   server:  PROPOSED(h)[+W] -> EMPTY                 accept: once attached, before answering
+ *            PROPOSED(h)[+W] -> DECLINED(h, reason)   decline, then one decline byte on TCP
+ *            EMPTY | TCP | WAIT -> WAIT(h, seq)       accept found nothing: wake me
+ *            CLAIM(h) -> CLAIM(h)+W                   (the same, client still writing)
+ *            EMPTY | CLAIM(h)[+W] | TCP | WAIT
+ *                          -> TCP(h, seq)             must act first: TCP, blocks late proposals
+ *   client:  PROPOSED(h)[+W] -> EMPTY                 withdraw (TCP bytes seen, connect failed)
  *            DECLINED(h, r) -> EMPTY                  decline seen (the byte wakes it)
- *            TCP(*, old seq) -> CLAIM(h)              a mark older than our connect() is stale
+ *            TCP | WAIT (*, old seq) -> CLAIM(h)      a mark older than our connect() is stale
  *
- * TCP marks are never cleared: each carries the listener's epoch counter at
- * the time of marking, and a client compares it with the epoch it read
- * before its SYN.  A mark made after that is for this very connection (the
- * server accepted it first); an older one is left over from an earlier
+ * TCP and WAIT marks are never cleared: each carries the listener's epoch
+ * counter at the time of marking, and a client compares it with the epoch it
+ * read before its SYN.  A mark made after that is for this very connection
+ * (the server accepted it first); an older one is left over from an earlier
  * connection that used the same client address, and is taken over.  So a
  * client descheduled inside connect() for any length of time can never
  * propose into a connection the server already runs as TCP.
@@ -29,17 +32,24 @@
  * Whoever's compare-and-swap lands first decides and both ends agree; no one
  * ever waits on a timeout.  On loopback the TCP handshake completes inside
  * the client's connect(), so the server usually accepts before the proposal
- * exists: the accepted connection stays undecided until the server must act
- * (it writes first: TCP; TCP bytes or EOF arrive: TCP; the proposal appears:
- * SMC).  A server waiting undecided sleeps on its TCP socket, so a client
- * whose proposal landed sends exactly one wake byte, which a usmc server
- * that matched it consumes; a peer that is not usmc never gets it because the
- * client only proposes to registered listeners and only sends after winning
- * the CAS.  An accept is answered in the connection's control block (cdc.h);
- * a decline in the index entry itself, so that a server that cannot even
- * attach the client's link group (out of memory or descriptors) can still
- * say no, followed by one byte on TCP that wakes the client, which knows to
- * consume it, as the server consumes the wake byte.
+ * exists; it waits briefly for a client announced in flight, and normally
+ * finds the proposal.  Otherwise the accepted connection stays undecided
+ * until the server must act (it writes first: TCP; TCP bytes or EOF arrive:
+ * TCP; the proposal appears: SMC), and a server waiting undecided sleeps on
+ * its TCP socket.  So before it returns from accept() undecided it says so
+ * in the entry (WAIT, or +W on a claim), and a client whose proposal lands on
+ * such a word (PROPOSED(h)+W) sends exactly one wake byte, which the server
+ * consumes when it matches.  No W, no byte: a server that matched at accept
+ * costs the client no TCP send and itself no wake-up.  A server that cannot
+ * write the mark (index page unbacked, tmpfs full) degrades the listener
+ * first, as for a TCP mark, so no client proposes any more, and runs the
+ * connection as TCP (out_of_memory) instead of waiting undecided.
+ * A peer that is not usmc never gets a wake byte: W is only ever written by
+ * a usmc server.  An accept is answered in the connection's control block
+ * (cdc.h); a decline in the index entry itself, so that a server that cannot
+ * even attach the client's link group (out of memory or descriptors) can
+ * still say no, followed by one byte on TCP that wakes the client, which
+ * knows to consume it, as the server consumes the wake byte.
  */
 #ifndef USMC_CLC_H
 #define USMC_CLC_H
@@ -57,15 +67,20 @@ enum usmc_clc_state {
 	CLC_CLAIM = 1,		/* client writing its proposal */
 	CLC_PROPOSED = 2,	/* proposal complete, waiting for the server */
 	CLC_TCP = 3,		/* server accepted this 4-tuple as TCP */
+	CLC_WAIT = 4,		/* server accepted it undecided: a proposal wakes it */
 	CLC_DECLINED = 0x40,	/* | reason: the server declined the proposal */
 };
 
-/* word: seq (32, TCP marks only) | hash (24) | state (8) */
+/* word: seq (32, TCP and WAIT marks only) | hash (24) | W (1) | state (7) */
 #define CLC_HASH_BITS		24
 #define CLC_WORD(h, st)		(((uint64_t)(h) << 8) | (uint64_t)(st))
-#define CLC_TCP_WORD(h, seq)	(((uint64_t)(uint32_t)(seq) << 32) | CLC_WORD(h, CLC_TCP))
+#define CLC_MARK_WORD(h, st, seq) (((uint64_t)(uint32_t)(seq) << 32) | CLC_WORD(h, st))
+#define CLC_TCP_WORD(h, seq)	CLC_MARK_WORD(h, CLC_TCP, seq)
+#define CLC_WAIT_WORD(h, seq)	CLC_MARK_WORD(h, CLC_WAIT, seq)
 #define CLC_HASH(w)		(((w) >> 8) & ((1ULL << CLC_HASH_BITS) - 1))
-#define CLC_STATE(w)		((unsigned int)((w) & 0xff))
+#define CLC_STATE(w)		((unsigned int)((w) & 0x7f))
+#define CLC_W			0x80ULL	/* on CLAIM/PROPOSED: the server waits, wake it */
+#define CLC_IS_MARK(w)		(CLC_STATE(w) == CLC_TCP || CLC_STATE(w) == CLC_WAIT)
 #define CLC_SEQ(w)		((uint32_t)((w) >> 32))
 /* Serial-number order of 32-bit epochs (they wrap). */
 #define CLC_SEQ_AFTER(a, b)	((int32_t)((uint32_t)(a) - (uint32_t)(b)) > 0)
@@ -131,6 +146,7 @@ struct usmc_clc_prop {
 	uint32_t slot, gen, version, uid, pid;
 	uint8_t devs[4];
 	struct usmc_addr client;
+	bool wake;			/* +W: the client sends (sent) one wake byte */
 };
 
 /* Server: create ln-<id>, lock it (liveness), map it (one reference). */
@@ -156,8 +172,9 @@ int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *ep
 void usmc_clc_connect_port(struct usmc_clc_ln *ln, int slot, uint16_t port);
 void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot);
 
-/* Client: post a proposal for 4-tuple key `client`.  0 or a reason. */
-int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p);
+/* Client: post a proposal for 4-tuple key `client`.  0 or a reason; on 0,
+ * *wake says the server waits undecided: send it one wake byte. */
+int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool *wake);
 /* Client: take a proposal back; true when the server had not matched it. */
 bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 
@@ -175,8 +192,9 @@ enum {
 #define CLC_HALF_WRITTEN_NS	20000000ULL	/* an announcement left half written: dead writer */
 
 /* Server: 0 with *p filled: the proposal stays posted until the server
- * answers it with usmc_clc_answer();
- * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE);
+ * answers it with usmc_clc_answer(); p->wake: a wake byte comes on TCP;
+ * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE; after
+ * CLC_ACCEPT the entry says we wait, and a proposal brings a wake byte);
  * otherwise a reason (TCP: the tuple is marked TCP(h) unless the reason is
  * index_busy). */
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,

@@ -53,6 +53,7 @@ enum usmc_fault_point {
 	USMC_FAULT_ATTACH	= 1u << 6,	/* attaching the peer's link group */
 	USMC_FAULT_CLC		= 1u << 7,	/* backing a CLC index page */
 	USMC_FAULT_FDS		= 1u << 8,	/* descriptor headroom exhausted */
+	USMC_FAULT_LATE		= 1u << 9,	/* client: proposal 50 ms after the SYN */
 };
 extern unsigned int usmc_fault_mask;
 

@@ -42,6 +42,7 @@ struct usmc_counters {
 	_Atomic uint64_t dmbs_registered;	/* DMBs handed out (2 per connection) */
 	_Atomic uint64_t dmbs_reused;		/* ... of which recycled from a link group */
 	_Atomic uint64_t late_declines;		/* declines after data was queued (moved to TCP) */
+	_Atomic uint64_t wake_bytes;		/* CLC wake bytes sent to servers waiting undecided */
 	_Atomic uint64_t aborts[USMC_A_MAX];	/* shared-memory connections reset, by reason */
 	_Atomic uint64_t fallback[USMC_R_MAX];	/* TCP fallbacks, by reason */
 } __cacheline;

@@ -15,15 +15,17 @@
  * a fuzzed header and size go through usmc_clc_ln_get (ln_open).
  *
  * Properties:
- *   - match returns a proposal only for PROPOSED(h) of exactly this
- *     4-tuple's hash, with the fields the entry held, and leaves it posted;
- *     only an answer takes it (EMPTY, or DECLINED(h, reason) with a valid
- *     reason), and only from PROPOSED(h);
+ *   - match returns a proposal only for PROPOSED(h)[+W] of exactly this
+ *     4-tuple's hash, with the fields the entry held and wake == W, and
+ *     leaves it posted; only an answer takes it (EMPTY, or DECLINED(h,
+ *     reason) with a valid reason), and only from PROPOSED(h)[+W];
  *   - a client sees a decline only in its own entry, with a reason in
  *     range whatever the word says, and clears it;
  *   - match never takes or overwrites an entry held by another 4-tuple
- *     whose owner may be alive; marks TCP(h) only when deciding;
- *   - propose never overwrites an entry that was not EMPTY;
+ *     whose owner may be alive; marks TCP(h) only when deciding, and
+ *     WAIT(h, epoch) or W on our claim only when accepting undecided;
+ *   - propose takes only an EMPTY entry, a stale mark or our server's
+ *     fresh WAIT(h), and posts +W (wake) exactly for the latter;
  *   - usmc_clc_prop_check accepts exactly: our version, the 4-tuple's own
  *     client address, loopback among the offered devices, a link group id;
  *   - usmc_clc_ln_get opens an index only when size, magic, version and id
@@ -76,6 +78,17 @@ struct state {
 	int ntouched;
 };
 
+/* A complete proposal of this tuple, with or without W. */
+static bool proposed(const struct state *s, uint64_t w)
+{
+	return (w & ~CLC_W) == CLC_WORD(s->h, CLC_PROPOSED);
+}
+
+static bool claimed(const struct state *s, uint64_t w)
+{
+	return (w & ~CLC_W) == CLC_WORD(s->h, CLC_CLAIM);
+}
+
 static void touch(struct state *s, uint16_t port)
 {
 	if (s->ntouched < (int)ARRAY_SIZE(s->touched))
@@ -92,6 +105,7 @@ static void learn_hash(struct state *s)
 	struct usmc_clc_entry saved[USMC_CLC_WAYS], *b = ln->idx->e[s->client.port];
 	struct usmc_clc_prop p;
 	unsigned int i;
+	bool wake;
 
 	uint32_t degraded = LOAD_RELAXED(&ln->idx->degraded);
 
@@ -102,7 +116,7 @@ static void learn_hash(struct state *s)
 	p.lgr_id = 1;
 	p.version = USMC_PROTO_VERSION;
 	p.client = s->client;
-	if (usmc_clc_propose(ln, &p))
+	if (usmc_clc_propose(ln, &p, &wake) || wake)
 		abort();
 	s->e = NULL;
 	for (i = 0; i < USMC_CLC_WAYS; i++)
@@ -145,6 +159,7 @@ static void op_propose(struct state *s, struct fz *f)
 {
 	struct usmc_clc_entry before[USMC_CLC_WAYS];
 	struct usmc_clc_prop p;
+	bool wake = false, waiting;
 	unsigned int i;
 	uint8_t sel;
 	int rc;
@@ -162,27 +177,37 @@ static void op_propose(struct state *s, struct fz *f)
 	p.uid = (uint32_t)geteuid();
 	p.pid = (uint32_t)getpid();
 	memcpy(before, ln->idx->e[s->client.port], sizeof(before));
-	rc = usmc_clc_propose(ln, &p);
+	i = (unsigned int)(s->e - ln->idx->e[s->client.port]);
+	/* Our server accepted us undecided after our connect() began. */
+	waiting = CLC_HASH(before[i].word) == s->h && CLC_STATE(before[i].word) == CLC_WAIT &&
+		  CLC_SEQ_AFTER(CLC_SEQ(before[i].word), (uint32_t)p.epoch);
+	rc = usmc_clc_propose(ln, &p, &wake);
 	for (i = 0; i < USMC_CLC_WAYS; i++) {
 		struct usmc_clc_entry *e = &ln->idx->e[s->client.port][i];
+		uint64_t w0 = before[i].word;
 
 		if (!memcmp(e, &before[i], sizeof(*e)))
 			continue;
-		/* Only our way, only if it was EMPTY or a TCP mark older than
-		 * our connect(), only to our proposal (or back to EMPTY when
-		 * the listener turned out degraded). */
-		FZ_CHECK(e == s->e && (!before[i].word || (CLC_STATE(before[i].word) == CLC_TCP &&
-			 !CLC_SEQ_AFTER(CLC_SEQ(before[i].word), (uint32_t)p.epoch))),
+		/* Only our way, only if it was EMPTY, a TCP or WAIT mark older
+		 * than our connect() or our server's fresh WAIT, only to our
+		 * proposal (or back to EMPTY when the listener turned out
+		 * degraded). */
+		FZ_CHECK(e == s->e && (!w0 || waiting || (CLC_IS_MARK(w0) &&
+			 !CLC_SEQ_AFTER(CLC_SEQ(w0), (uint32_t)p.epoch))),
 			 "propose (rc %d) changed way %u (word %#llx, epoch %#llx)", rc, i,
-			 (unsigned long long)before[i].word, (unsigned long long)p.epoch);
+			 (unsigned long long)w0, (unsigned long long)p.epoch);
 		if (rc)
 			FZ_CHECK(!e->word, "failed propose left %#llx", (unsigned long long)e->word);
 		else
-			FZ_CHECK(e->word == CLC_WORD(s->h, CLC_PROPOSED) && e->lgr_id == p.lgr_id &&
+			FZ_CHECK(proposed(s, e->word) && e->lgr_id == p.lgr_id &&
 				 e->gen == p.gen && e->slot == p.slot, "propose wrote another proposal");
 	}
-	if (!rc)
-		FZ_CHECK(s->e->word == CLC_WORD(s->h, CLC_PROPOSED), "propose: 0 but nothing posted");
+	if (!rc) {
+		FZ_CHECK(s->e->word == (CLC_WORD(s->h, CLC_PROPOSED) | (waiting ? CLC_W : 0)),
+			 "propose: 0 but %#llx posted (waiting %d)", (unsigned long long)s->e->word,
+			 waiting);
+		FZ_CHECK(wake == waiting, "propose: wake %d for a server waiting %d", wake, waiting);
+	}
 }
 
 static void op_raw_word(struct state *s, struct fz *f)
@@ -191,7 +216,11 @@ static void op_raw_word(struct state *s, struct fz *f)
 	struct usmc_clc_entry *e = any_entry(s, sel);
 	uint64_t h = sel & 8 ? fz_u64(f) >> 8 : s->h;
 
-	STORE_RELEASE(&e->word, sel & 16 ? fz_u64(f) : CLC_WORD(h, fz_u8(f) % 5));
+	uint8_t st = fz_u8(f);
+
+	STORE_RELEASE(&e->word, sel & 16 ? fz_u64(f) :
+		      CLC_WORD(h, st % 5) | (st & 0x80 ? CLC_W : 0) |
+		      (sel & 32 ? (uint64_t)fz_u32(f) << 32 : 0));
 }
 
 static void op_raw_fields(struct state *s, struct fz *f)
@@ -235,8 +264,9 @@ static void op_match(struct state *s, struct fz *f)
 	rc = usmc_clc_match(ln, &s->client, &p, how);
 	if (rc == 0) {
 		i = (unsigned int)(e - ln->idx->e[s->client.port]);
-		FZ_CHECK(before[i].word == CLC_WORD(s->h, CLC_PROPOSED),
-			 "match returned word %#llx", (unsigned long long)before[i].word);
+		FZ_CHECK(proposed(s, before[i].word) && p.wake == !!(before[i].word & CLC_W),
+			 "match returned word %#llx (wake %d)", (unsigned long long)before[i].word,
+			 p.wake);
 		/* The proposal stays posted until the server answers it. */
 		FZ_CHECK(LOAD_RELAXED(&e->word) == before[i].word, "match changed the proposal");
 		FZ_CHECK(p.lgr_id == before[i].lgr_id && p.slot == before[i].slot &&
@@ -263,18 +293,23 @@ static void op_match(struct state *s, struct fz *f)
 		/* What matching may do to a word: mark our tuple TCP when
 		 * deciding, clear a stale entry of another tuple (or a stale
 		 * answer; its owner's link group does not exist here). */
-		stale = w0 && w0 != CLC_WORD(s->h, CLC_PROPOSED) && w0 != CLC_WORD(s->h, CLC_CLAIM) &&
-			CLC_STATE(w0) != CLC_TCP;
+		stale = w0 && !proposed(s, w0) && !claimed(s, w0) && !CLC_IS_MARK(w0);
 		/* Deciding marks TCP(h, epoch) over an empty entry, our
-		 * client's claim, any TCP mark (never acted on but by its own
-		 * client) or a stale entry it cleared first. */
+		 * client's claim, any mark (never acted on but by its own
+		 * client) or a stale entry it cleared first.  Accepting
+		 * undecided marks WAIT(h, epoch) the same way, except that
+		 * our client's claim only gains W. */
 		FZ_CHECK(&ln->idx->e[s->client.port][i] == e &&
 			 ((w1 == 0 && stale) ||
 			  (how == CLC_DECIDE && CLC_STATE(w1) == CLC_TCP && CLC_HASH(w1) == s->h &&
-			   (w0 == 0 || w0 == CLC_WORD(s->h, CLC_CLAIM) || CLC_STATE(w0) == CLC_TCP ||
-			    stale))),
-			 "match turned way %u from %#llx into %#llx", i, (unsigned long long)w0,
-			 (unsigned long long)w1);
+			   !(w1 & CLC_W) && (w0 == 0 || claimed(s, w0) || CLC_IS_MARK(w0) || stale)) ||
+			  (how == CLC_ACCEPT && rc == USMC_CLC_PENDING &&
+			   ((CLC_STATE(w1) == CLC_WAIT && CLC_HASH(w1) == s->h && !(w1 & CLC_W) &&
+			     CLC_SEQ(w1) == (uint32_t)LOAD_RELAXED(&ln->idx->epoch) &&
+			     (w0 == 0 || CLC_IS_MARK(w0) || stale)) ||
+			    (w0 == CLC_WORD(s->h, CLC_CLAIM) && w1 == (w0 | CLC_W))))),
+			 "match (how %d, rc %d) turned way %u from %#llx into %#llx", how, rc, i,
+			 (unsigned long long)w0, (unsigned long long)w1);
 	}
 }
 
@@ -285,11 +320,11 @@ static void op_misc(struct state *s, struct fz *f)
 
 	if (fz_u8(f) & 1) {
 		ok = usmc_clc_has_proposal(ln, &s->client);
-		FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)), "has_proposal %d on %#llx", ok,
+		FZ_CHECK(ok == proposed(s, w0), "has_proposal %d on %#llx", ok,
 			 (unsigned long long)w0);
 	} else {
 		ok = usmc_clc_withdraw(ln, &s->client);
-		FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)) &&
+		FZ_CHECK(ok == proposed(s, w0) &&
 			 LOAD_RELAXED(&s->e->word) == (ok ? 0 : w0), "withdraw %d on %#llx", ok,
 			 (unsigned long long)w0);
 	}
@@ -303,7 +338,7 @@ static void op_answer(struct state *s, struct fz *f)
 	bool ok = usmc_clc_answer(ln, &s->client, reason);
 
 	w1 = LOAD_RELAXED(&s->e->word);
-	FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)), "answer %d on %#llx", ok,
+	FZ_CHECK(ok == proposed(s, w0), "answer %d on %#llx", ok,
 		 (unsigned long long)w0);
 	if (!ok)
 		FZ_CHECK(w1 == w0, "failed answer changed %#llx", (unsigned long long)w0);

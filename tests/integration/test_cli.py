@@ -16,7 +16,7 @@ COUNTER_FIELDS = (
     "smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
     "tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "tx_calls", "rx_calls",
     "doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
-    "dmbs_registered", "dmbs_reused", "late_declines",
+    "dmbs_registered", "dmbs_reused", "late_declines", "wake_bytes",
 )
 CONN_FIELDS = {"pid": int, "fd": int, "role": str, "local": str, "peer": str, "mode": str,
                "tx_bytes": int, "rx_bytes": int}

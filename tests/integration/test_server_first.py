@@ -23,3 +23,55 @@ def test_server_writes_first_is_accelerated(rundir, procs, scripts, tmp_path, nc
         assert out.read_bytes() == b"HELLO usmc\n" + h.pattern(0, n), p.diag()
     st = rundir.settle(h.accel_pred(nconn), timeout=5)
     h.assert_accelerated(st, clients=nconn, diag=p.diag() + "\n" + server.diag())
+
+
+# A server that accepts only once a go-file exists, then echoes one message.
+GATED_ECHO = """
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+print("listening", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+c, _ = s.accept()
+c.settimeout(20)
+c.sendall(c.recv(100))
+c.close()
+"""
+
+PING = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print("connected", flush=True)
+c.settimeout(20)
+c.sendall(b"ping")
+print("got", c.recv(100).decode(), flush=True)
+"""
+
+
+@pytest.mark.timeout(120, method="signal")
+@pytest.mark.parametrize("order", ["proposal-first", "accept-first"])
+def test_wake_byte_only_for_a_waiting_server(rundir, procs, tmp_path, order):
+    """The client sends its CLC wake byte only when the server accepted the
+    connection undecided and waits on TCP (clc.h: WAIT, +W).  A proposal
+    posted before accept() finds the server needs none.  The late case
+    (USMC_FAULT=late: the proposal 50 ms after the SYN) would hang without
+    the byte, the server sleeping in recv()."""
+    go = tmp_path / "go"
+    if order == "accept-first":
+        go.write_text("")
+    server, port = h.start_server(procs, "gated-echo",
+                                  lambda p: [h.PY, "-c", GATED_ECHO, p, go],
+                                  rundir.env(debug=True))
+    cenv = rundir.env(debug=True, USMC_FAULT="late" if order == "accept-first" else "")
+    client = procs.start("ping", [h.PY, "-c", PING, port], cenv)
+    h.wait_line(client, "connected")
+    go.write_text("")
+    assert client.wait(30) == 0, client.diag()
+    assert client.text().splitlines()[-1] == "got ping", client.diag()
+    st = rundir.settle(h.accel_pred(1))
+    h.assert_accelerated(st, clients=1, diag=client.diag() + server.diag())
+    assert st["wake_bytes"] == (1 if order == "accept-first" else 0), h.fmt_stat(st)
+    server.stop()
