@@ -179,14 +179,11 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
  */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 {
-	struct rlimit rl;
-
 	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
 		return USMC_R_MEM;
 	if (usmc_fault(USMC_FAULT_FDS))
 		return USMC_R_LIMIT;
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
-	    (rlim_t)fd + USMC_CONN_FDS >= rl.rlim_cur / 2)
+	if ((long)fd + USMC_CONN_FDS >= usmc_nofile_limit() / 2)
 		return USMC_R_LIMIT;
 	return 0;
 }
@@ -282,7 +279,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_clc_connect_port(ln, cslot, sk->local.port);
 		sk->ctrl->c.client = sk->local;
 		sk->ctrl->c.server = sk->peer;
-		sk->ctrl->c.pid = (uint32_t)getpid();
+		sk->ctrl->c.pid = (uint32_t)usmc_getpid();
 		memset(&prop, 0, sizeof(prop));
 		prop.epoch = epoch;
 		prop.lgr_id = sk->lgr->id;
@@ -290,7 +287,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.gen = sk->gen;
 		prop.version = USMC_PROTO_VERSION;
 		prop.uid = (uint32_t)geteuid();
-		prop.pid = (uint32_t)getpid();
+		prop.pid = (uint32_t)usmc_getpid();
 		usmc_dev_list(prop.devs);
 		prop.client = sk->local;
 		if (usmc_fault(USMC_FAULT_LATE))
@@ -389,7 +386,7 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 	rec.netns = usmc_netns_self();
 	rec.addr = sk->bound;
 	rec.uid = (uint32_t)geteuid();
-	rec.pid = (uint32_t)getpid();
+	rec.pid = (uint32_t)usmc_getpid();
 	rec.version = USMC_PROTO_VERSION;
 	rec.allow_all = !strcmp(usmc_opt.allow, "all");
 	usmc_dev_list(rec.devs);

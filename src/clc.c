@@ -355,7 +355,11 @@ int usmc_clc_connect_begin(struct usmc_clc_ln *ln, uint64_t lgr_id, uint64_t *ep
 {
 	struct usmc_clc_index *x = ln->idx;
 	unsigned int start = (unsigned int)(usmc_mix64(lgr_id) % USMC_CLC_CONNECTING), k;
-	uint64_t token = usmc_random64() | 2;	/* no system call while we hold 1 */
+	static _Atomic uint32_t seq;
+	/* Unique among announcements (pid, sequence), never 0 or 1, and
+	 * made before we hold 1: no system call in between. */
+	uint64_t token = ((uint64_t)(uint32_t)usmc_getpid() << 32) |
+			 (atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed) << 2) | 2;
 
 	/* Before the SYN: every mark made for this connection is newer. */
 	*epoch = atomic_load(&x->epoch);

@@ -103,7 +103,7 @@ static int lo_lgr_create(struct usmc_lgr *l)
 	hp = (struct usmc_lgr_hdr *)l->base;
 	h.version = USMC_PROTO_VERSION;
 	h.id = l->id;
-	h.owner_pid = (uint32_t)getpid();
+	h.owner_pid = (uint32_t)usmc_getpid();
 	h.owner_uid = (uint32_t)geteuid();
 	h.dev = USMC_DEV_LOOPBACK;
 	*hp = h;
@@ -214,7 +214,7 @@ static void lo_lgr_release(struct usmc_lgr *l)
 	if (l->base)
 		munmap(l->base, l->size);
 	l->base = NULL;
-	if (l->owner && l->pid == getpid())
+	if (l->owner && l->pid == usmc_getpid())
 		lo_lgr_unpublish(l);
 	usmc_ifd_close(l->mem_fd);
 	l->mem_fd = -1;

@@ -9,6 +9,7 @@
 #include "usmc.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 
@@ -74,18 +75,52 @@ bool usmc_ifd_is(int fd)
  */
 #define IFD_HIGH_MAX	65536L
 
+/*
+ * Asked twice per connection, so cached.  The process changes its own limit
+ * through the wrappers, which forget it; a change from outside (prlimit(1)
+ * on us) is seen when a placement fails with EINVAL (a base at or above the
+ * limit), and until then costs only placement, never a descriptor the
+ * application was promised: a doorbell that does not fit falls back.
+ */
+static _Atomic long nofile_cur;		/* 0: not known */
+
+long usmc_nofile_limit(void)
+{
+	long v = LOAD_RELAXED(&nofile_cur);
+	struct rlimit rl;
+
+	if (likely(v))
+		return v;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return LONG_MAX;	/* not cached: ask again next time */
+	v = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > LONG_MAX ? LONG_MAX :
+	    rl.rlim_cur ? (long)rl.rlim_cur : 1;
+	STORE_RELAXED(&nofile_cur, v);
+	return v;
+}
+
+void usmc_nofile_forget(void)
+{
+	STORE_RELAXED(&nofile_cur, 0);
+}
+
 int usmc_ifd_move_high(int fd, bool required)
 {
-	long base = IFD_HIGH_MAX;
-	struct rlimit rl;
+	bool retried = false;
+	long base;
 	int nfd;
 
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur / 2 < (rlim_t)base)
-		base = (long)(rl.rlim_cur / 2);
+again:
+	base = MIN(IFD_HIGH_MAX, usmc_nofile_limit() / 2);
 	if (fd >= base)
 		return fd;
 	nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
+	if (nfd == -EINVAL && !retried) {
+		/* The limit went down behind our back. */
+		retried = true;
+		usmc_nofile_forget();
+		goto again;
+	}
 	if (nfd < 0 && !required)
 		return fd;
 	usmc_ifd_close(fd);

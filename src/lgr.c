@@ -34,7 +34,7 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
 		return NULL;
 	l->id = id;
 	l->owner = owner;
-	l->pid = getpid();
+	l->pid = usmc_getpid();
 	l->mem_fd = -1;
 	l->guard = -1;
 	l->dev = &usmc_dev_loopback;
@@ -134,7 +134,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uint32_t *gen)
 {
 	struct usmc_lgr *l;
-	pid_t me = getpid();
+	pid_t me = usmc_getpid();
 	int s, rc;
 
 	pthread_mutex_lock(&lgr_list_lock);
@@ -349,6 +349,6 @@ void usmc_lgr_exit(void)
 
 	/* Only names are removed: peers keep their mappings and descriptors. */
 	for (l = lgr_list; l; l = l->next)
-		if (l->owner && l->pid == getpid())
+		if (l->owner && l->pid == usmc_getpid())
 			l->dev->lgr_unpublish(l);
 }

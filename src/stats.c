@@ -180,7 +180,7 @@ int usmc_stats_gc(struct usmc_stats_file *f, int fd)
 
 static int claim_slot(struct usmc_stats_file *f, int fd)
 {
-	int start = (int)(getpid() % USMC_STATS_PROCS), k;
+	int start = (int)(usmc_getpid() % USMC_STATS_PROCS), k;
 
 	if (!f)
 		return -EINVAL;
@@ -201,7 +201,7 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 			if (atomic_compare_exchange_strong(&p->state, &live, 2))
 				fold_slot(f, i);
 		}
-		p->pid = (uint32_t)getpid();
+		p->pid = (uint32_t)usmc_getpid();
 		memset(p->comm, 0, sizeof(p->comm));
 		prctl(PR_GET_NAME, p->comm);
 		p->start_ns = realtime_ns();
@@ -301,7 +301,7 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 			continue;
 		/* state 2: being filled; the caller publishes it with state 1 */
 		e->proc = (uint16_t)my_slot;
-		e->pid = (uint32_t)getpid();
+		e->pid = (uint32_t)usmc_getpid();
 		e->start_ns = realtime_ns();
 		STORE_RELAXED(&e->tx_bytes, 0);
 		STORE_RELAXED(&e->rx_bytes, 0);

@@ -156,6 +156,12 @@ static inline uint64_t usmc_mix64(uint64_t x)
 }
 
 uint64_t usmc_now_ns(void);	/* CLOCK_MONOTONIC */
+/* getpid() without a system call per connection: cached, forgotten in a
+ * fork child (interpose.c atfork_child).  A child made by a raw clone(2)
+ * that calls into usmc before exec would see its parent's pid; its
+ * descriptor table is then wrong already (fdtab.c). */
+pid_t usmc_getpid(void);
+void usmc_getpid_forget(void);
 
 /*
  * A shared file that could not be attached (runtime directory unsafe or

@@ -127,6 +127,24 @@ uint64_t usmc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static _Atomic pid_t self_pid;
+
+pid_t usmc_getpid(void)
+{
+	pid_t p = LOAD_RELAXED(&self_pid);
+
+	if (unlikely(!p)) {
+		p = getpid();
+		STORE_RELAXED(&self_pid, p);
+	}
+	return p;
+}
+
+void usmc_getpid_forget(void)
+{
+	STORE_RELAXED(&self_pid, 0);
+}
+
 int usmc_retry_check(struct usmc_retry *r)
 {
 	uint64_t until = LOAD_RELAXED(&r->until_ns);

@@ -402,7 +402,7 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		atomic_fetch_sub(&sk->sh->followers, 1);
 		return rc;
 	}
-	STORE_RELAXED(&sk->sh->bell_owner_pid, (uint32_t)getpid());
+	STORE_RELAXED(&sk->sh->bell_owner_pid, (uint32_t)usmc_getpid());
 	sk->lgr->dev->drain(sk->bell_own);
 	if (atomic_load(&sk->sh->followers))
 		wake_followers(sk);

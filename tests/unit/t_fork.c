@@ -29,6 +29,9 @@
  *                  numbers; usmc's own descriptors (doorbells, link groups,
  *                  runtime files) live in the upper half of RLIMIT_NOFILE
  *                  (event loops size their tables by connection count)
+ *   rlimit         RLIMIT_NOFILE raised after the first connection: a socket
+ *                  numbered above the old limit's half still accelerates
+ *                  (usmc caches the limit; setrlimit makes it forget)
  *
  * Each check runs in its own process and must leave the counters with its
  * connections on shared memory (exec_plain: whatever it is, it must work).
@@ -38,6 +41,7 @@
 #include "t_util.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 
 static void xfer(int from, int to, const char *msg)
 {
@@ -424,6 +428,19 @@ static void check_threads(void)
 	close(s);
 }
 
+/* One byte each way, then both ends must be on shared memory. */
+static void ping_smc(int c, int s)
+{
+	char b;
+
+	t_write_all(c, "c", 1);
+	t_read_all(s, &b, 1);
+	t_write_all(s, "s", 1);
+	t_read_all(c, &b, 1);
+	t_assert_smc(c);
+	t_assert_smc(s);
+}
+
 #define NUM_PAIRS	16
 
 /* The highest of the n lowest free descriptor numbers (what TCP would
@@ -444,7 +461,6 @@ static void check_numbers(void)
 {
 	int c[NUM_PAIRS + 1], s[NUM_PAIRS + 1], lfd, top = -1, i;
 	uint16_t port;
-	char b;
 
 	lfd = t_listen(&port);
 	/* The first connection opens what a process needs once (runtime
@@ -453,12 +469,7 @@ static void check_numbers(void)
 		if (i == 1)
 			top = nth_free(2 * NUM_PAIRS);
 		t_pair_on(lfd, port, &c[i], &s[i]);
-		t_write_all(c[i], "c", 1);
-		t_read_all(s[i], &b, 1);
-		t_write_all(s[i], "s", 1);
-		t_read_all(c[i], &b, 1);
-		t_assert_smc(c[i]);
-		t_assert_smc(s[i]);
+		ping_smc(c[i], s[i]);
 		t_smc_pairs++;
 	}
 	for (i = 1; i <= NUM_PAIRS; i++)
@@ -470,6 +481,38 @@ static void check_numbers(void)
 		close(s[i]);
 	}
 	close(lfd);
+}
+
+static void check_rlimit(void)
+{
+	int c0, s0, c1, s1, lfd, pad[40], i;
+	struct rlimit old, rl;
+	uint16_t port;
+
+	t_ok(getrlimit(RLIMIT_NOFILE, &old));
+	t_assert(old.rlim_max >= 1024, "hard limit %lu", (unsigned long)old.rlim_max);
+	rl = old;
+	rl.rlim_cur = 64;
+	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+	lfd = t_listen(&port);
+	t_pair_on(lfd, port, &c0, &s0);
+	ping_smc(c0, s0);
+	rl.rlim_cur = 1024;
+	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+	for (i = 0; i < (int)ARRAY_LEN(pad); i++)
+		pad[i] = t_ok(dup(0));
+	t_pair_on(lfd, port, &c1, &s1);
+	t_assert(c1 >= 32 && s1 >= 32, "sockets %d %d below the old half", c1, s1);
+	ping_smc(c1, s1);
+	t_smc_pairs += 2;
+	for (i = 0; i < (int)ARRAY_LEN(pad); i++)
+		close(pad[i]);
+	close(c0);
+	close(s0);
+	close(c1);
+	close(s1);
+	close(lfd);
+	t_ok(setrlimit(RLIMIT_NOFILE, &old));
 }
 
 static const struct t_check checks[] = {
@@ -484,6 +527,7 @@ static const struct t_check checks[] = {
 	{ "exec_plain", check_exec_plain },
 	{ "threads", check_threads },
 	{ "numbers", check_numbers },
+	{ "rlimit", check_rlimit },
 };
 
 int main(int argc, char **argv)
