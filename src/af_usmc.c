@@ -183,7 +183,9 @@ int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 		return USMC_R_MEM;
 	if (usmc_fault(USMC_FAULT_FDS))
 		return USMC_R_LIMIT;
-	if ((long)fd + USMC_CONN_FDS >= usmc_nofile_limit() / 2)
+	/* A cached limit may be stale: only the fresh one refuses. */
+	if ((long)fd + USMC_CONN_FDS >= usmc_nofile_limit(false) / 2 &&
+	    (long)fd + USMC_CONN_FDS >= usmc_nofile_limit(true) / 2)
 		return USMC_R_LIMIT;
 	return 0;
 }

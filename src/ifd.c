@@ -76,49 +76,49 @@ bool usmc_ifd_is(int fd)
 #define IFD_HIGH_MAX	65536L
 
 /*
- * Asked twice per connection, so cached.  The process changes its own limit
- * through the wrappers, which forget it; a change from outside (prlimit(1)
- * on us) is seen when a placement fails with EINVAL (a base at or above the
- * limit), and until then costs only placement, never a descriptor the
- * application was promised: a doorbell that does not fit falls back.
+ * Asked twice per connection, so cached for NOFILE_TTL_NS.  A stale value
+ * never costs the application a descriptor or a connection: a refusal
+ * (usmc_conn_resources) asks again before it refuses, and a placement that
+ * fails with EINVAL (a base at or above a lowered limit) asks again and
+ * retries.  A raised limit only places doorbells lower than it could, for
+ * at most the TTL.  No setrlimit wrapper: sanitizer runtimes call it
+ * before anything can run.
  */
-static _Atomic long nofile_cur;		/* 0: not known */
+#define NOFILE_TTL_NS	1000000000ull
 
-long usmc_nofile_limit(void)
+static _Atomic long nofile_cur;		/* 0: not known */
+static _Atomic uint64_t nofile_at;	/* when it was read */
+
+long usmc_nofile_limit(bool fresh)
 {
 	long v = LOAD_RELAXED(&nofile_cur);
+	uint64_t now = usmc_now_ns();
 	struct rlimit rl;
 
-	if (likely(v))
+	if (likely(v) && !fresh && now - LOAD_RELAXED(&nofile_at) < NOFILE_TTL_NS)
 		return v;
 	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return LONG_MAX;	/* not cached: ask again next time */
+		return LONG_MAX;
 	v = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > LONG_MAX ? LONG_MAX :
 	    rl.rlim_cur ? (long)rl.rlim_cur : 1;
 	STORE_RELAXED(&nofile_cur, v);
+	STORE_RELAXED(&nofile_at, now);
 	return v;
-}
-
-void usmc_nofile_forget(void)
-{
-	STORE_RELAXED(&nofile_cur, 0);
 }
 
 int usmc_ifd_move_high(int fd, bool required)
 {
-	bool retried = false;
+	bool fresh = false;
 	long base;
 	int nfd;
 
 again:
-	base = MIN(IFD_HIGH_MAX, usmc_nofile_limit() / 2);
+	base = MIN(IFD_HIGH_MAX, usmc_nofile_limit(fresh) / 2);
 	if (fd >= base)
 		return fd;
 	nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
-	if (nfd == -EINVAL && !retried) {
-		/* The limit went down behind our back. */
-		retried = true;
-		usmc_nofile_forget();
+	if (nfd == -EINVAL && !fresh) {
+		fresh = true;		/* the limit went down meanwhile */
 		goto again;
 	}
 	if (nfd < 0 && !required)

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 
 
 struct usmc_real real;
@@ -522,55 +521,6 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 			sk_clear_flag(sk, SKF_LINGER0);
 		usmc_sock_put(sk);
 	}
-	return rc;
-}
-
-/* ---- resource limits: usmc_nofile_limit() is cached (ifd.c) ----------- */
-
-static void rlimit_set(int resource, pid_t pid, bool changed)
-{
-	if (changed && resource == RLIMIT_NOFILE && (!pid || pid == usmc_getpid()))
-		usmc_nofile_forget();
-}
-
-/* libc's definition of fn, looked up once (these are rare calls). */
-#define NEXT(fn) ({							\
-	static typeof(&fn) next_;					\
-	if (unlikely(!next_))						\
-		next_ = dlsym(RTLD_NEXT, #fn);				\
-	next_;								\
-})
-
-EXPORT int setrlimit(__rlimit_resource_t r, const struct rlimit *rl)
-{
-	int rc = NEXT(setrlimit)(r, rl);
-
-	rlimit_set((int)r, 0, !rc);
-	return rc;
-}
-
-EXPORT int setrlimit64(__rlimit_resource_t r, const struct rlimit64 *rl)
-{
-	int rc = NEXT(setrlimit64)(r, rl);
-
-	rlimit_set((int)r, 0, !rc);
-	return rc;
-}
-
-EXPORT int prlimit(pid_t pid, __rlimit_resource_t r, const struct rlimit *nl, struct rlimit *ol)
-{
-	int rc = NEXT(prlimit)(pid, r, nl, ol);
-
-	rlimit_set((int)r, pid, !rc && nl);
-	return rc;
-}
-
-EXPORT int prlimit64(pid_t pid, __rlimit_resource_t r, const struct rlimit64 *nl,
-		     struct rlimit64 *ol)
-{
-	int rc = NEXT(prlimit64)(pid, r, nl, ol);
-
-	rlimit_set((int)r, pid, !rc && nl);
 	return rc;
 }
 

@@ -65,10 +65,9 @@ bool usmc_ifd_is(int fd);
  * ifd.c); returns the descriptor to use from now on, or (required only)
  * -EMFILE with fd closed. */
 int usmc_ifd_move_high(int fd, bool required);
-/* RLIMIT_NOFILE's soft limit (LONG_MAX: none), cached; forgotten when the
- * process changes it (setrlimit/prlimit wrappers in interpose.c). */
-long usmc_nofile_limit(void);
-void usmc_nofile_forget(void);
+/* RLIMIT_NOFILE's soft limit (LONG_MAX: none): cached for up to a second,
+ * or read now (fresh). */
+long usmc_nofile_limit(bool fresh);
 /* Close an internal descriptor. */
 static inline int usmc_ifd_close(int fd)
 {

@@ -31,7 +31,7 @@
  *                  (event loops size their tables by connection count)
  *   rlimit         RLIMIT_NOFILE raised after the first connection: a socket
  *                  numbered above the old limit's half still accelerates
- *                  (usmc caches the limit; setrlimit makes it forget)
+ *                  (usmc caches the limit, but asks again before refusing)
  *
  * Each check runs in its own process and must leave the counters with its
  * connections on shared memory (exec_plain: whatever it is, it must work).
