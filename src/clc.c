@@ -283,6 +283,12 @@ static bool mark_stale(uint64_t w, uint64_t e0)
 	return CLC_IS_MARK(w) && !CLC_SEQ_AFTER(CLC_SEQ(w), (uint32_t)e0);
 }
 
+/* This tuple's claim or proposal, with or without W. */
+static bool is_claimed(uint64_t w, uint64_t h)
+{
+	return (w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM);
+}
+
 static bool is_proposed(uint64_t w, uint64_t h)
 {
 	return (w & ~CLC_W) == CLC_WORD(h, CLC_PROPOSED);
@@ -321,8 +327,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	d = atomic_load(&ln->idx->degraded);
 	if (d) {
 		w = claim;
-		while ((w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM) &&
-		       !atomic_compare_exchange_strong(&e->word, &w, 0))
+		while (is_claimed(w, h) && !atomic_compare_exchange_strong(&e->word, &w, 0))
 			;
 		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	}
@@ -548,7 +553,7 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	bool decide = how == CLC_DECIDE;
 	uint64_t h = tuple_hash(client), w;
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
-	bool cleaned = false, waited = false;
+	bool cleaned = false, waited = false, claimed;
 
 	/* Unbacked page: nobody proposed here (a client backs it first).
 	 * Deciding TCP, or waiting undecided, needs a mark we cannot write:
@@ -588,8 +593,8 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		 * writing one, or it holds a TCP or WAIT mark (an old one, or
 		 * our own WAIT; a mark is only ever acted on by the client it
 		 * was made for). */
-		if (w == 0 || (w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM) || CLC_IS_MARK(w)) {
-			bool claimed = (w & ~CLC_W) == CLC_WORD(h, CLC_CLAIM);
+		claimed = is_claimed(w, h);
+		if (w == 0 || claimed || CLC_IS_MARK(w)) {
 			uint64_t mark;
 
 			if (how == CLC_PEEK)

@@ -75,8 +75,6 @@ enum usmc_clc_state {
 #define CLC_HASH_BITS		24
 #define CLC_WORD(h, st)		(((uint64_t)(h) << 8) | (uint64_t)(st))
 #define CLC_MARK_WORD(h, st, seq) (((uint64_t)(uint32_t)(seq) << 32) | CLC_WORD(h, st))
-#define CLC_TCP_WORD(h, seq)	CLC_MARK_WORD(h, CLC_TCP, seq)
-#define CLC_WAIT_WORD(h, seq)	CLC_MARK_WORD(h, CLC_WAIT, seq)
 #define CLC_HASH(w)		(((w) >> 8) & ((1ULL << CLC_HASH_BITS) - 1))
 #define CLC_STATE(w)		((unsigned int)((w) & 0x7f))
 #define CLC_W			0x80ULL	/* on CLAIM/PROPOSED: the server waits, wake it */
