@@ -141,6 +141,7 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 		sk->rx_ring = usmc_lgr_ring(l, slot, 0);
 	}
 	sk->sh->data_rung = sk->sh->space_rung = 0;
+	sk->sh->tx_cons = sk->sh->tx_cons_at = sk->sh->tx_cons_rx = 0;	/* checked at every use */
 	/* Back the start of our ring now: if even that fails, decline (the
 	 * runtime directory's tmpfs is full) rather than fault later. */
 	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
@@ -588,12 +589,22 @@ void usmc_sock_release(struct usmc_sock *sk, int fd)
 		usmc_conn_release(sk, fd);
 }
 
-int usmc_sock_timeout(int fd, int optname)
+int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname)
 {
+	_Atomic uint64_t *c = &sk->sh->timeo[optname == SO_SNDTIMEO];
+	uint32_t ver = LOAD_ACQUIRE(&sk->sh->timeo_ver);
+	uint64_t v = LOAD_RELAXED(c);
 	struct timeval tv = { 0 };
 	socklen_t len = sizeof(tv);
+	int ms = -1;
 
-	if (real.getsockopt(fd, SOL_SOCKET, optname, &tv, &len) || (!tv.tv_sec && !tv.tv_usec))
-		return -1;
-	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	if (v && (uint32_t)(v >> 32) == ver)
+		return (int)(uint32_t)v - 2;
+	/* Asked after loading ver: a set that races with us bumps it later,
+	 * and the value stored here is void. */
+	if (!real.getsockopt(fd, SOL_SOCKET, optname, &tv, &len) && (tv.tv_sec || tv.tv_usec))
+		ms = (int)MIN((long long)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000,
+			      (long long)INT32_MAX - 2);
+	STORE_RELAXED(c, ((uint64_t)ver << 32) | (uint32_t)(ms + 2));
+	return ms;
 }

@@ -50,9 +50,15 @@ struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint32_t waiting;	/* hint: sender spinning/sleeping */
 } __cacheline;
 
+/*
+ * Two lines: the receiver stores cons on every read, and the sender loads
+ * it only when its last look leaves too little room (tx.c), while it reads
+ * the flags and data_armed on every send.  Together, every send would miss
+ * on a line the last read dirtied.
+ */
 struct usmc_cdc_cons {			/* written by the receiver only */
 	_Atomic uint64_t cons;		/* bytes ever consumed */
-	_Atomic uint32_t flags;		/* CDC_F_CLOSED | CDC_F_ABORT */
+	_Atomic uint32_t flags __cacheline;	/* CDC_F_CLOSED | CDC_F_ABORT */
 	_Atomic uint32_t data_armed;	/* bumped when the receiver sleeps for data */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the receiver */
 	_Atomic uint32_t waiting;	/* hint: receiver spinning/sleeping */
@@ -92,10 +98,9 @@ struct usmc_cdc_ctrl {
 	struct usmc_cdc_client c;
 	struct usmc_cdc_server s;
 	struct usmc_cdc_prod c2s_p;	/* client -> server ring */
-	struct usmc_cdc_cons c2s_c;
+	struct usmc_cdc_cons c2s_c;	/* (two lines) */
 	struct usmc_cdc_prod s2c_p;	/* server -> client ring */
 	struct usmc_cdc_cons s2c_c;
-	uint8_t __reserved[128];
 };
 
 static inline void cdc_reset_prod(struct usmc_cdc_prod *p)

@@ -380,6 +380,8 @@ static void adopt_conn(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (sh)
+		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
 		return;
 	sk->role = role;
@@ -422,6 +424,8 @@ static void adopt_listener(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (sh)
+		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_LISTEN, sh)))
 		return;
 	if (get_addr(p, &sk->bound) || usmc_clc_ln_adopt(ln_id, lnfd, &sk->lst)) {

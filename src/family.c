@@ -99,15 +99,19 @@ struct usmc_sock_sh *usmc_family_at(int idx)
 	return &fam[idx];
 }
 
-static void mutex_init_robust(pthread_mutex_t *m)
+uint32_t usmc_family_gen = 1;
+
+static void mutex_init_robust(struct usmc_flock *l)
 {
 	pthread_mutexattr_t a;
 
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(m, &a);
+	pthread_mutex_init(&l->m, &a);
 	pthread_mutexattr_destroy(&a);
+	l->gen = usmc_family_gen;
+	l->held = 0;
 }
 
 struct usmc_sock_sh *usmc_family_alloc(void)
@@ -140,6 +144,8 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		STORE_RELAXED(&sh->bell_owner, 0);
 		STORE_RELAXED(&sh->wake_seq, 0);
 		STORE_RELAXED(&sh->followers, 0);
+		STORE_RELAXED(&sh->timeo[0], 0);
+		STORE_RELAXED(&sh->timeo[1], 0);
 		return sh;
 	}
 	return NULL;
@@ -156,16 +162,17 @@ struct usmc_sock_sh *usmc_family_alloc_private(void)
 
 	if (!sh)
 		return NULL;
-	pthread_mutex_init(&sh->tx_lock, NULL);
-	pthread_mutex_init(&sh->rx_lock, NULL);
+	pthread_mutex_init(&sh->tx_lock.m, NULL);
+	pthread_mutex_init(&sh->rx_lock.m, NULL);
+	sh->tx_lock.gen = sh->rx_lock.gen = usmc_family_gen;
 	STORE_RELAXED(&sh->in_use, USMC_SH_PRIVATE);
 	return sh;
 }
 
 void usmc_family_free(struct usmc_sock_sh *sh)
 {
-	pthread_mutex_destroy(&sh->tx_lock);
-	pthread_mutex_destroy(&sh->rx_lock);
+	pthread_mutex_destroy(&sh->tx_lock.m);
+	pthread_mutex_destroy(&sh->rx_lock.m);
 	if (LOAD_RELAXED(&sh->in_use) == USMC_SH_PRIVATE) {
 		free(sh);
 		return;
@@ -173,23 +180,35 @@ void usmc_family_free(struct usmc_sock_sh *sh)
 	STORE_RELEASE(&sh->in_use, 0);
 }
 
-int usmc_family_lock(pthread_mutex_t *m)
+int usmc_family_lock_slow(struct usmc_flock *l)
 {
-	int rc = pthread_mutex_lock(m);
+	int rc = pthread_mutex_lock(&l->m);
 
 	/* The holder died mid-call: cursors are only published after the
 	 * copy completed, so the state is consistent; take it over. */
 	if (rc == EOWNERDEAD)
-		rc = pthread_mutex_consistent(m);
+		rc = pthread_mutex_consistent(&l->m);
 	return -rc;
 }
 
-void usmc_family_unlock(pthread_mutex_t *m)
+/*
+ * Every socket made so far may now be reached from two processes.  (A
+ * lock held without the mutex across this point would be a fork from a
+ * signal handler inside a send; the mutex does no better there.)
+ */
+void usmc_family_before_fork(void)
 {
-	pthread_mutex_unlock(m);
+	usmc_family_gen++;
+	if (!usmc_family_gen)
+		usmc_family_gen = 1;
 }
 
 void usmc_family_after_fork(void)
 {
 	pthread_mutex_init(&family_init_lock, NULL);
+}
+
+void usmc_family_inherited(struct usmc_sock_sh *sh)
+{
+	sh->tx_lock.gen = sh->rx_lock.gen = 0;
 }

@@ -509,18 +509,22 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 	ENSURE_REAL(setsockopt);
 	rc = real.setsockopt(fd, level, name, val, len);
-	if (rc || level != SOL_SOCKET || name != SO_LINGER || len < sizeof(struct linger))
+	if (rc || level != SOL_SOCKET)
 		return rc;
 	sk = usmc_fd_get(fd);
-	if (sk) {
+	if (!sk)
+		return rc;
+	/* Whatever it was (SO_RCVTIMEO and its _NEW/_OLD forms...). */
+	atomic_fetch_add_explicit(&sk->sh->timeo_ver, 1, memory_order_release);
+	if (name == SO_LINGER && len >= sizeof(struct linger)) {
 		const struct linger *l = val;
 
 		if (l->l_onoff && !l->l_linger)
 			sk_set_flag(sk, SKF_LINGER0);
 		else
 			sk_clear_flag(sk, SKF_LINGER0);
-		usmc_sock_put(sk);
 	}
+	usmc_sock_put(sk);
 	return rc;
 }
 
@@ -570,7 +574,7 @@ __attribute__((constructor)) static void usmc_init(void)
 {
 	usmc_options_load();
 	usmc_real_init();
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(usmc_family_before_fork, NULL, atfork_child);
 	usmc_exec_adopt();
 }
 

@@ -195,7 +195,7 @@ restart:
 				if (usmc_peer_on_cpu(ent[i].sk, cpu))
 					budget = 0;
 			while (!ready && usmc_now_ns() - t0 < budget) {
-				for (i = 0; i < 64; i++)
+				for (i = 0; i < 4; i++)	/* ~100 ns, as epoll_wait.c */
 					cpu_relax();
 				for (i = 0; i < nent; i++) {
 					struct pollfd *p = &fds[ent[i].idx];

@@ -126,7 +126,7 @@ static int migrate_rx_ready(struct usmc_sock *sk, int fd, bool nonblock, int *ti
 		if (nonblock)
 			return USMC_PASS;
 		if (*timeout == -1)
-			*timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+			*timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
 		rc = real.poll(&p, 1, *timeout);
 		if (rc == 0)
 			return -EAGAIN;
@@ -159,7 +159,7 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		if (nonblock)
 			return -EAGAIN;
 		if (timeout == -1)
-			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+			timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
 		rc = real.poll(&p, 1, timeout);
 		if (rc == 0)
 			return -EAGAIN;
@@ -250,7 +250,7 @@ migrating:
 		}
 		usmc_family_unlock(&sk->sh->rx_lock);
 		if (timeout == -1)
-			timeout = usmc_sock_timeout(fd, SO_RCVTIMEO);
+			timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
 		rc = usmc_wait(sk, fd, USMC_WAIT_RX, timeout);
 		/* Interrupted: TCP returns what it has copied (MSG_WAITALL),
 		 * else EINTR, or restarts where the kernel would. */
@@ -362,7 +362,7 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 			break;
 		}
 		usmc_family_unlock(&sk->sh->rx_lock);
-		rc = usmc_wait(sk, fd, USMC_WAIT_RX, usmc_sock_timeout(fd, SO_RCVTIMEO));
+		rc = usmc_wait(sk, fd, USMC_WAIT_RX, usmc_sock_timeout(sk, fd, SO_RCVTIMEO));
 		if (rc == -EINTR && !usmc_sig_should_eintr(-1))
 			rc = 0;
 		if (rc)

@@ -23,6 +23,8 @@
 
 #include "cdc.h"
 #include "clc.h"
+
+#include <sys/single_threaded.h>
 #include "lgr.h"
 #include "stats.h"
 
@@ -56,9 +58,26 @@ enum usmc_sock_kind {
 #define SKF_WAKE_SEND	0x0800	/* client: send the wake byte once connected */
 #define SKF_COUNT_LATER	0x1000	/* TCP-mode connect in progress: count when connected */
 
+/*
+ * A family lock (tx_lock, rx_lock): a robust process-shared mutex, taken
+ * only while another thread or process could reach the socket.  While the
+ * process has one thread (glibc's __libc_single_threaded, which never goes
+ * back to true) and the socket was made after the process last forked
+ * (gen == usmc_family_gen), nobody else can: the two atomic operations and
+ * robust-list updates of the mutex were a fifth of a small send.  held
+ * marks a lock taken that way: a signal handler that calls in again while
+ * it is held gets EDEADLK (the mutex would deadlock; sends from handlers
+ * never get here, tx.c queues them).
+ */
+struct usmc_flock {
+	pthread_mutex_t m;
+	uint32_t gen;			/* usmc_family_gen at creation; 0: always the mutex */
+	uint32_t held;			/* taken without the mutex (one thread only) */
+};
+
 struct usmc_sock_sh {
-	pthread_mutex_t tx_lock;	/* robust, process-shared */
-	pthread_mutex_t rx_lock;
+	struct usmc_flock tx_lock;	/* robust, process-shared */
+	struct usmc_flock rx_lock;
 	_Atomic int32_t refs;		/* descriptors in all processes of the family */
 	_Atomic uint32_t mode;		/* enum usmc_conn_mode */
 	_Atomic uint32_t reason;	/* enum usmc_reason (TCP / MIGRATING) */
@@ -67,6 +86,9 @@ struct usmc_sock_sh {
 	_Atomic int32_t so_error;	/* pending SO_ERROR (positive errno) */
 	uint32_t data_rung;		/* peer data_armed value last rung (tx_lock) */
 	uint32_t space_rung;		/* peer space_armed value last rung (rx_lock) */
+	uint64_t tx_cons;		/* the peer's cons as the sender last loaded it (tx_lock), */
+	uint64_t tx_cons_at;		/* ... when its prod was here */
+	uint64_t tx_cons_rx;		/* ... and our receive cons here */
 	_Atomic uint32_t spin_ns;	/* adaptive spin budget, hint only */
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
@@ -76,6 +98,11 @@ struct usmc_sock_sh {
 	_Atomic uint32_t wake_seq;	/* wait.c: futex the other waiters sleep on */
 	_Atomic uint32_t followers;	/* wait.c: how many sleep on it */
 	_Atomic uint32_t in_use;	/* family allocator: 0 free, 1 used, USMC_SH_PRIVATE */
+	/* SO_RCVTIMEO / SO_SNDTIMEO as usmc_sock_timeout() returns them, so a
+	 * wait costs no getsockopt(2): (timeo_ver << 32) | (ms + 2), 0 unknown;
+	 * a SOL_SOCKET setsockopt bumps timeo_ver, which voids them. */
+	_Atomic uint64_t timeo[2];
+	_Atomic uint32_t timeo_ver;
 };
 
 struct usmc_epreg;
@@ -180,6 +207,53 @@ static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint
 }
 
 /*
+ * The sender's view for a write of want bytes, with the cons it loaded last
+ * (sh->tx_cons) when that will do: the receiver stores cons on every read,
+ * so each load of it pulls a cache line from the other core.  A cons loaded
+ * earlier only understates the free space (an honest peer's cons never goes
+ * back), so it will do while it leaves room for all of want, unless
+ *  - TX_LAZY_WINDOW bytes went out since (sh->tx_cons_at): the sender looks
+ *    again at least that often, finds the ring empty if the reader keeps
+ *    up, and rewinds (cdc.h), so one-way traffic stays in the first pages;
+ *  - we received since (our own cons moved from sh->tx_cons_rx): a reply
+ *    came, the peer most likely read all we sent, and request/response
+ *    traffic rewinds on every request as it did before.
+ * What does not check out is loaded afresh and judged as usmc_tx_view()
+ * does.  Caller holds tx_lock.
+ */
+#define TX_LAZY_WINDOW	(16u << 10)
+
+static inline bool usmc_tx_lazy_ok(uint64_t prod, uint64_t head, uint64_t cons, uint64_t at,
+				   bool received, uint32_t size, size_t want)
+{
+	return !received && prod >= at && prod - at < TX_LAZY_WINDOW && prod >= cons &&
+	       ring_valid(prod, head, size) && ring_free(prod, head, size) >= want;
+}
+
+static inline bool usmc_tx_view_lazy(struct usmc_sock *sk, uint64_t *head, uint64_t *prod,
+				     size_t want)
+{
+	uint64_t p = LOAD_RELAXED(&sk->tx_p->prod);
+	uint64_t skip = LOAD_RELAXED(&sk->tx_p->skip_to);
+	uint64_t rx = LOAD_RELAXED(&sk->rx_c->cons);
+	uint64_t cons = sk->sh->tx_cons;
+
+	*prod = p;
+	*head = ring_head(cons, skip, p);
+	if (likely(usmc_tx_lazy_ok(p, *head, cons, sk->sh->tx_cons_at, rx != sk->sh->tx_cons_rx,
+				   sk->size, want)))
+		return true;
+	cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	*head = ring_head(cons, skip, p);
+	if (p < cons || !ring_valid(p, *head, sk->size))
+		return false;
+	sk->sh->tx_cons = cons;
+	sk->sh->tx_cons_at = p;
+	sk->sh->tx_cons_rx = rx;
+	return true;
+}
+
+/*
  * How many bytes the sender may write at prod now: free ring space, cut at
  * the end of the backed part of the ring (dev->dmb_reserve grows it; on a
  * full tmpfs the ring just behaves as if it were smaller).  Caller holds
@@ -201,9 +275,36 @@ static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 struct usmc_sock_sh *usmc_family_alloc(void);
 struct usmc_sock_sh *usmc_family_alloc_private(void);
 void usmc_family_free(struct usmc_sock_sh *sh);
-int usmc_family_lock(pthread_mutex_t *m);
-void usmc_family_unlock(pthread_mutex_t *m);
+/* Bumped before every fork(2) (both sides inherit the new value). */
+extern uint32_t usmc_family_gen;
+int usmc_family_lock_slow(struct usmc_flock *l);
+
+static inline int usmc_family_lock(struct usmc_flock *l)
+{
+	if (likely(l->gen == usmc_family_gen && __libc_single_threaded)) {
+		if (l->held)
+			return -EDEADLK;	/* a handler interrupted the holder */
+		l->held = 1;
+		atomic_signal_fence(memory_order_seq_cst);
+		return 0;
+	}
+	return usmc_family_lock_slow(l);
+}
+
+static inline void usmc_family_unlock(struct usmc_flock *l)
+{
+	if (l->held) {
+		atomic_signal_fence(memory_order_seq_cst);
+		l->held = 0;
+		return;
+	}
+	pthread_mutex_unlock(&l->m);
+}
+
+void usmc_family_before_fork(void);
 void usmc_family_after_fork(void);
+/* An object inherited across exec: always the mutex. */
+void usmc_family_inherited(struct usmc_sock_sh *sh);
 int usmc_family_fd(void);
 int usmc_family_index(const struct usmc_sock_sh *sh);
 struct usmc_sock_sh *usmc_family_at(int idx);
@@ -286,7 +387,8 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd);
 /* The same; installed = false: fd is not in the descriptor table yet
  * (accept), so nobody can have closed or reused it. */
 void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
-int usmc_sock_timeout(int fd, int optname);
+/* SO_RCVTIMEO / SO_SNDTIMEO in ms, -1 for none. */
+int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
 /* CPU hints in our CDC lines, for the peer's spin decision. */
 void usmc_publish_cpu(struct usmc_sock *sk, int cpu);
 bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu);

@@ -300,7 +300,7 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 {
 	struct iov_cursor ic = { iov, iovcnt, 0 };
 	size_t total = iov_total(iov, iovcnt), done = 0;
-	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK);
+	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK), fresh = false;
 	int timeout = -1, rc;
 	ssize_t ret;
 
@@ -360,8 +360,9 @@ moved:
 			tx_unlock(sk, fd, flushing);
 			return tx_fail(rc, flags);
 		}
-		/* cons pairs with the reader's release store */
-		if (unlikely(!usmc_tx_view(sk, &head, &prod))) {
+		/* cons pairs with the reader's release store; want SIZE_MAX
+		 * is never met by an old cons: load it */
+		if (unlikely(!usmc_tx_view_lazy(sk, &head, &prod, fresh ? SIZE_MAX : total - done))) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
 		}
@@ -370,6 +371,7 @@ moved:
 			prod = head = ring_rewind(prod, sk->size);
 			STORE_RELEASE(&sk->tx_p->skip_to, prod);
 			STORE_RELAXED(&sk->sh->tx_stuck, 0);
+			sk->sh->tx_cons_at = prod;	/* a new window starts here */
 		}
 		space = usmc_tx_room(sk, prod, head, total - done);
 		if (space) {
@@ -387,8 +389,16 @@ moved:
 			/* Also while PROPOSED: the server may have accepted and
 			 * be asleep on its first read already. */
 			usmc_kick_data(sk);
+			fresh = false;
 			if (done == total)
 				break;
+			continue;
+		}
+		/* No room by an old cons (or by what is backed: a rewind needs
+		 * the ring seen empty): look at the reader's line before
+		 * giving up or sleeping on what wait_ready() sees as free. */
+		if (!fresh) {
+			fresh = true;
 			continue;
 		}
 		if (nonblock)
@@ -397,7 +407,7 @@ moved:
 		if (tx_unlock(sk, fd, flushing) && done)
 			return (ssize_t)done;
 		if (timeout == -1)
-			timeout = usmc_sock_timeout(fd, SO_SNDTIMEO);
+			timeout = usmc_sock_timeout(sk, fd, SO_SNDTIMEO);
 		rc = usmc_wait(sk, fd, USMC_WAIT_TX, timeout);
 		/* Interrupted: TCP returns what it has sent, SA_RESTART or
 		 * not; with nothing sent, EINTR or a restart, as the kernel. */
@@ -465,7 +475,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			if (nonblock || done)
 				break;
 			tx_unlock(sk, fd, false);
-			rc = usmc_wait(sk, fd, USMC_WAIT_TX, usmc_sock_timeout(fd, SO_SNDTIMEO));
+			rc = usmc_wait(sk, fd, USMC_WAIT_TX, usmc_sock_timeout(sk, fd, SO_SNDTIMEO));
 			if (rc == -EINTR && !usmc_sig_should_eintr(-1))
 				rc = 0;
 			if (rc || tx_lock(sk, false))

@@ -30,7 +30,7 @@
 #include <time.h>
 
 #define SPIN_MIN_NS	2000
-#define SPIN_CHECK	16	/* pause instructions between cursor checks */
+#define SPIN_CHECK	16	/* cursor checks (one pause each) between clock reads */
 
 /* Would an operation of kind what make progress now (or fail)? */
 static bool wait_ready(struct usmc_sock *sk, int what)
@@ -353,15 +353,20 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		uint64_t now;
 		int i;
 
+		/* A pause is 25 ns and a clock read as much on the machines we
+		 * measure: look at the cursors after every pause, at the clock
+		 * every SPIN_CHECK of them (a look is a few L1 hits until the
+		 * peer's store takes the line away). */
 		t0 = usmc_now_ns();
 		do {
-			for (i = 0; i < SPIN_CHECK; i++)
+			for (i = 0; i < SPIN_CHECK; i++) {
 				cpu_relax();
-			if (wait_ready(sk, what)) {
-				now = usmc_now_ns();
-				spin_feedback(sk, true, now - t0);
-				STAT_INC(spin_hits);
-				return 0;
+				if (wait_ready(sk, what)) {
+					now = usmc_now_ns();
+					spin_feedback(sk, true, now - t0);
+					STAT_INC(spin_hits);
+					return 0;
+				}
 			}
 			now = usmc_now_ns();
 		} while (now - t0 < budget);

@@ -96,6 +96,28 @@ static uint32_t mask(void)
 	return sk->size - 1;
 }
 
+/*
+ * The view a send starts from: the cons the sender loaded last, when the
+ * lazy rule of sock.h lets it (a performance choice, so the rule itself is
+ * not second-guessed here), else the line as it is.  A cached view must
+ * pass the same checks as a fresh one.
+ */
+static struct view sender_view(const struct view *fresh, size_t want)
+{
+	struct view u = *fresh;
+
+	u.cons = sk->sh->tx_cons;
+	u.head = ring_head(u.cons, u.skip, u.prod);
+	if (!usmc_tx_lazy_ok(u.prod, u.head, u.cons, sk->sh->tx_cons_at,
+			     LOAD_RELAXED(&sk->rx_c->cons) != sk->sh->tx_cons_rx, sk->size, want))
+		return *fresh;
+	u.ok = u.prod >= u.cons && u.prod >= u.head && u.prod - u.head <= sk->size &&
+	       u.prod < CDC_CURSOR_LIMIT;
+	FZ_CHECK(u.ok, "cached send view taken but invalid (cons %#llx prod %#llx)",
+		 (unsigned long long)u.cons, (unsigned long long)u.prod);
+	return u;
+}
+
 /* ---- the connection ------------------------------------------------------ */
 
 struct conn {
@@ -178,6 +200,7 @@ static void conn_setup(struct conn *c, struct fz *f)
 	STORE_RELAXED(&sk->rx_p->prod, base);
 	STORE_RELAXED(&sk->rx_p->skip_to, base);
 	STORE_RELAXED(&sk->rx_c->cons, base);
+	sk->sh->tx_cons = sk->sh->tx_cons_at = sk->sh->tx_cons_rx = base;	/* the sender's last look */
 
 	/* Fork-shared half: fresh for each connection.  Non-blocking, so no
 	 * call ever sleeps (splice/sendfile look at the socket flag only). */
@@ -424,20 +447,19 @@ static void app_splice(struct conn *c, struct fz *f)
  * the free space, exactly the application's bytes, and published exactly
  * what it wrote.
  */
-static void check_tx(struct conn *c, const struct view *v, uint32_t flags0, bool strict,
-		     size_t total, ssize_t r, const uint8_t *data, const char *what)
+static void check_tx(struct conn *c, const struct view *v, const struct view *fresh,
+		     uint32_t flags0, bool strict, size_t total, ssize_t r, const uint8_t *data,
+		     const char *what)
 {
-	uint64_t p1 = LOAD_RELAXED(&sk->tx_p->prod), start = v->prod, head = v->head, w, i;
+	uint64_t p1 = LOAD_RELAXED(&sk->tx_p->prod), start = v->prod, w, i;
+	/* Unread bytes are the fresh view's; an old cons only understates. */
+	uint64_t head = fresh->ok && fresh->head > v->head ? fresh->head : v->head;
+	bool empty = v->head == v->prod || (fresh->ok && fresh->head == fresh->prod);
 
 	if (p1 == v->prod) {
 		FZ_CHECK(!memcmp(c->shadow, c->tx_ring, sk->size), "%s: ring written, prod kept", what);
 	} else {
-		FZ_CHECK(v->ok, "%s: wrote through an invalid view", what);
-		if (v->head == v->prod && (v->prod & mask())) {
-			start = head = ring_rewind(v->prod, sk->size);
-			FZ_CHECK(LOAD_RELAXED(&sk->tx_p->skip_to) == start, "%s: rewind unpublished", what);
-		}
-		w = p1 - start;
+		FZ_CHECK(v->ok || fresh->ok, "%s: wrote through an invalid view", what);
 		if (v->skip > v->prod) {
 			/*
 			 * A rewind point ahead of prod: only a peer writing into
@@ -450,6 +472,16 @@ static void check_tx(struct conn *c, const struct view *v, uint32_t flags0, bool
 			FZ_CHECK(r <= (ssize_t)total, "%s: returned %zd of %zu", what, r, total);
 			goto reset;
 		}
+		/* A rewind, seen in skip_to: only over a ring found empty (by
+		 * the view the send started from, or the fresh one it loads
+		 * when that leaves no room); and one it found empty it must. */
+		if (LOAD_RELAXED(&sk->tx_p->skip_to) != v->skip ||
+		    (v->ok && v->head == v->prod && (v->prod & mask()))) {
+			start = head = ring_rewind(v->prod, sk->size);
+			FZ_CHECK(empty && (v->prod & mask()), "%s: rewind over unread bytes", what);
+			FZ_CHECK(LOAD_RELAXED(&sk->tx_p->skip_to) == start, "%s: rewind unpublished", what);
+		}
+		w = p1 - start;
 		FZ_CHECK(w <= sk->size && p1 - head <= sk->size,
 			 "%s: prod %#llx beyond the free space (head %#llx)", what,
 			 (unsigned long long)p1, (unsigned long long)head);
@@ -477,7 +509,8 @@ static void app_tx(struct conn *c, struct fz *f)
 	size_t total = fz_u16(f) % (2 * sk->size + 2), cut = total ? fz_u16(f) % (total + 1) : 0;
 	uint8_t *buf = malloc(total + 1);
 	struct iovec iov[2] = { { buf, cut }, { buf + cut, total - cut } };
-	struct view v = view_of(sk->tx_p, sk->tx_c);
+	size_t want = sel & 1 ? total : cut;
+	struct view v = view_of(sk->tx_p, sk->tx_c), u = sender_view(&v, want);
 	uint32_t flags0 = LOAD_RELAXED(&sk->sh->flags);
 	bool strict = strict_mode();
 	ssize_t r;
@@ -489,7 +522,7 @@ static void app_tx(struct conn *c, struct fz *f)
 	r = usmc_tx(sk, c->tcp[0], iov, sel & 1 ? 2 : 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (r > 0)
 		c->tx_seq += (uint32_t)r;
-	check_tx(c, &v, flags0, strict, sel & 1 ? total : cut, r, buf, "send");
+	check_tx(c, &u, &v, flags0, strict, want, r, buf, "send");
 	free(buf);
 }
 
@@ -507,7 +540,7 @@ static void app_sendfile(struct conn *c, struct fz *f)
 	if (r > 0 && LOAD_RELAXED(&sk->tx_p->prod) != v.prod)
 		FZ_CHECK(off == off0 + r, "sendfile: offset moved %lld for %zd bytes",
 			 (long long)(off - off0), r);
-	check_tx(c, &v, flags0, strict, len, r, src_data + off0, "sendfile");
+	check_tx(c, &v, &v, flags0, strict, len, r, src_data + off0, "sendfile");
 }
 
 static void app_poll(void)

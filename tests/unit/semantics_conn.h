@@ -401,7 +401,9 @@ static void unconnected_c(struct ctx *c)
 	close(fd);
 }
 
-/* SO_RCVTIMEO / SO_SNDTIMEO: EAGAIN after the timeout. */
+/* SO_RCVTIMEO / SO_SNDTIMEO: EAGAIN after the timeout.  The first read
+ * waits without one (usmc remembers the timeouts until a setsockopt): the
+ * timeout set next must still apply, not block forever. */
 static void timeo_c(struct ctx *c)
 {
 	struct timeval tv = { 0, 150000 };
@@ -409,6 +411,7 @@ static void timeo_c(struct ctx *c)
 	uint64_t total = 0;
 	long n;
 
+	say(c, "first=%s", RV(recv(c->fd, buf, 1, 0)));
 	say(c, "SO_RCVTIMEO=%s", RV(setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv))));
 	say(c, "read=%s", RV(read(c->fd, buf, 16)));
 	say(c, "recv=%s", RV(recv(c->fd, buf, 16, 0)));
@@ -436,6 +439,8 @@ static void timeo_s(struct ctx *c)
 	uint64_t total;
 	size_t got;
 
+	usleep(30000);	/* most likely the client waits for it by now */
+	say(c, "first=%s", RV(write(c->fd, "g", 1)));
 	t_sync_recv(c->sync, &total, sizeof(total));
 	got = drain_pat(c->fd, 8, 65536);
 	say(c, "all accepted bytes arrived=%d", got == total);

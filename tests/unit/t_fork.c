@@ -24,6 +24,12 @@
  *                  never hang
  *   threads        one thread sends while another receives on the same fd,
  *                  on both ends, every byte checked
+ *   writer_threads two threads write records to one connection at once:
+ *                  each arrives whole, in its writer's order (the send
+ *                  lock is taken whenever someone else can reach the
+ *                  socket, and skipped otherwise)
+ *   writer_procs   the same with two forked children of a process that
+ *                  never had a second thread
  *   numbers        the application's descriptor numbers stay what TCP gives:
  *                  16 more connections (32 sockets) take the 32 lowest free
  *                  numbers; usmc's own descriptors (doorbells, link groups,
@@ -441,6 +447,111 @@ static void ping_smc(int c, int s)
 	t_assert_smc(s);
 }
 
+/*
+ * Two writers at once on one connection, each sending REC_N records of
+ * REC_LEN bytes with one write() each: every record must arrive whole (a
+ * small write is copied under the socket's send lock), each writer's in
+ * its order, none lost or doubled.  Writers that shared the ring without
+ * the lock would tear records and lose cursor updates.
+ */
+#define REC_LEN	48
+#define REC_N	50000
+
+static void rec_send(int fd, char who)
+{
+	char r[REC_LEN];
+	unsigned int i;
+
+	for (i = 0; i < REC_N; i++) {
+		memset(r, who, sizeof(r));
+		memcpy(r + 1, &i, sizeof(i));
+		t_write_all(fd, r, sizeof(r));
+	}
+}
+
+struct rec_writer {
+	int fd;
+	char who;
+};
+
+static void *rec_thread(void *arg)
+{
+	struct rec_writer *w = arg;
+
+	rec_send(w->fd, w->who);
+	return NULL;
+}
+
+/* Read both writers' records as they come (the ring may be smaller). */
+static void rec_check(int s, char a, char b)
+{
+	unsigned int next[2] = { 0, 0 }, i, seq;
+	char r[REC_LEN];
+
+	for (i = 0; i < 2 * REC_N; i++) {
+		int w;
+
+		t_read_all(s, r, sizeof(r));
+		w = r[0] == a ? 0 : r[0] == b ? 1 : -1;
+		memcpy(&seq, r + 1, sizeof(seq));
+		if (w < 0 || seq != next[w])
+			t_fail("record %u: writer %c seq %u, expected %c %u or %c %u", i, r[0], seq,
+			       a, next[0], b, next[1]);
+		for (int k = 1 + (int)sizeof(seq); k < REC_LEN; k++)
+			if (r[k] != r[0])
+				t_fail("record %u (%c %u): torn at byte %d", i, r[0], seq, k);
+		next[w]++;
+	}
+}
+
+/* Threads: the socket was made while the process had one. */
+static void check_writer_threads(void)
+{
+	struct rec_writer w[2];
+	pthread_t th[2];
+	int c, s, i;
+
+	t_pair_smc(&c, &s);
+	ping_smc(c, s);
+	for (i = 0; i < 2; i++) {
+		w[i] = (struct rec_writer){ c, i ? 'U' : 'T' };
+		if (pthread_create(&th[i], NULL, rec_thread, &w[i]))
+			t_fail("pthread_create");
+	}
+	rec_check(s, 'T', 'U');
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	close(c);
+	expect_eof(s);
+	close(s);
+}
+
+/* Processes that never had a second thread: two children inherit one
+ * connection. */
+static void check_writer_procs(void)
+{
+	pid_t kid[2];
+	int c, s, i;
+
+	t_pair_smc(&c, &s);
+	ping_smc(c, s);
+	for (i = 0; i < 2; i++) {
+		kid[i] = t_fork_helper();
+		if (kid[i] == 0) {
+			close(s);
+			rec_send(c, i ? 'B' : 'A');
+			close(c);
+			_exit(0);
+		}
+	}
+	close(c);	/* the children hold the last copies: EOF when both are done */
+	rec_check(s, 'A', 'B');
+	expect_eof(s);
+	t_wait_child(kid[0], "writer A");
+	t_wait_child(kid[1], "writer B");
+	close(s);
+}
+
 #define NUM_PAIRS	16
 
 /* The highest of the n lowest free descriptor numbers (what TCP would
@@ -526,6 +637,8 @@ static const struct t_check checks[] = {
 	{ "exec_usmc", check_exec_usmc },
 	{ "exec_plain", check_exec_plain },
 	{ "threads", check_threads },
+	{ "writer_threads", check_writer_threads },
+	{ "writer_procs", check_writer_procs },
 	{ "numbers", check_numbers },
 	{ "rlimit", check_rlimit },
 };
