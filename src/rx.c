@@ -267,6 +267,9 @@ migrating:
 		if (rc)
 			return done ? (ssize_t)done : rc;
 	}
+	/* The connection's counter under rx_lock: one writer (stats.h). */
+	if (done && !peek && sk->st)
+		usmc_stat_add(&sk->st->rx_bytes, done);
 	usmc_family_unlock(&sk->sh->rx_lock);
 	if (unlikely(sk->in_nested))
 		usmc_epoll_sock_changed(sk);
@@ -277,8 +280,6 @@ migrating:
 	if (!peek) {
 		STAT_ADD(rx_bytes, done);
 		STAT_INC(rx_calls);
-		if (sk->st)
-			atomic_fetch_add_explicit(&sk->st->rx_bytes, done, memory_order_relaxed);
 	}
 	return (ssize_t)done;
 }
@@ -347,8 +348,7 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 				STAT_ADD(rx_bytes, r);
 				STAT_INC(rx_calls);
 				if (sk->st)
-					atomic_fetch_add_explicit(&sk->st->rx_bytes, (uint64_t)r,
-								  memory_order_relaxed);
+					usmc_stat_add(&sk->st->rx_bytes, (uint64_t)r);
 			}
 			break;
 		}

@@ -128,27 +128,27 @@ err_tmp:
 	return rc;
 }
 
-static void add_counters(struct usmc_counters *dst, struct usmc_counters *src, bool clear)
+#define CTR(x)	((_Atomic uint64_t *)(x))
+
+/* What slot p counted since the last reset, counter i. */
+static uint64_t slot_value(struct usmc_stats_proc *p, size_t i)
 {
-	_Atomic uint64_t *d = (_Atomic uint64_t *)dst, *s = (_Atomic uint64_t *)src;
-	size_t i;
-
-	for (i = 0; i < NCOUNTERS; i++) {
-		uint64_t v = clear ? atomic_exchange_explicit(&s[i], 0, memory_order_relaxed) :
-				     LOAD_RELAXED(&s[i]);
-
-		if (v)
-			atomic_fetch_add_explicit(&d[i], v, memory_order_relaxed);
-	}
+	return LOAD_RELAXED(&CTR(&p->c)[i]) - LOAD_RELAXED(&CTR(&p->base)[i]);
 }
 
 /* Fold slot i (whose owner ended) into the totals; caller won the CAS. */
 static void fold_slot(struct usmc_stats_file *f, int i)
 {
 	struct usmc_stats_proc *p = &f->procs[i];
+	size_t k;
 	int c;
 
-	add_counters(&f->totals, &p->c, true);
+	for (k = 0; k < NCOUNTERS; k++) {
+		uint64_t v = slot_value(p, k);
+
+		if (v)
+			atomic_fetch_add_explicit(&CTR(&f->totals)[k], v, memory_order_relaxed);
+	}
 	for (c = 0; c < USMC_STATS_CONNS; c++) {
 		struct usmc_stats_conn *e = &f->conns[c];
 
@@ -201,6 +201,9 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 			if (atomic_compare_exchange_strong(&p->state, &live, 2))
 				fold_slot(f, i);
 		}
+		/* Ours alone until state 1 (the sum skips it). */
+		memset(&p->c, 0, sizeof(p->c));
+		memset(&p->base, 0, sizeof(p->base));
 		p->pid = (uint32_t)usmc_getpid();
 		memset(p->comm, 0, sizeof(p->comm));
 		prctl(PR_GET_NAME, p->comm);
@@ -342,24 +345,33 @@ void usmc_stats_sum(struct usmc_stats_file *f, struct usmc_counters_snapshot *ou
 	for (i = 0; i < NCOUNTERS; i++)
 		out->v[i] = LOAD_RELAXED(&t[i]);
 	for (p = 0; p < USMC_STATS_PROCS; p++) {
-		_Atomic uint64_t *c = (_Atomic uint64_t *)&f->procs[p].c;
-
 		if (LOAD_ACQUIRE(&f->procs[p].state) != 1)
 			continue;
 		for (i = 0; i < NCOUNTERS; i++)
-			out->v[i] += LOAD_RELAXED(&c[i]);
+			out->v[i] += slot_value(&f->procs[p], i);
 	}
 }
 
+/*
+ * Live slots are written by their processes only, without atomic RMWs
+ * (stats.h): a reset moves their base up to what they count now.  A
+ * process folding itself into the totals at this very moment may carry
+ * counts from before the reset over; nothing else does.
+ */
 void usmc_stats_reset(struct usmc_stats_file *f)
 {
-	struct usmc_counters sink;
+	size_t i;
 	int p;
 
-	memset(&sink, 0, sizeof(sink));
-	add_counters(&sink, &f->totals, true);
-	for (p = 0; p < USMC_STATS_PROCS; p++)
-		if (LOAD_ACQUIRE(&f->procs[p].state) == 1)
-			add_counters(&sink, &f->procs[p].c, true);
+	for (i = 0; i < NCOUNTERS; i++)
+		atomic_exchange_explicit(&CTR(&f->totals)[i], 0, memory_order_relaxed);
+	for (p = 0; p < USMC_STATS_PROCS; p++) {
+		struct usmc_stats_proc *s = &f->procs[p];
+
+		if (LOAD_ACQUIRE(&s->state) != 1)
+			continue;
+		for (i = 0; i < NCOUNTERS; i++)
+			STORE_RELAXED(&CTR(&s->base)[i], LOAD_RELAXED(&CTR(&s->c)[i]));
+	}
 	atomic_fetch_add(&f->resets, 1);
 }

@@ -16,6 +16,8 @@
 
 #include "usmc.h"
 
+#include <sys/single_threaded.h>
+
 #define USMC_STATS_MAGIC	0x5441545343534d55ULL	/* "UMSCSTAT" */
 #define USMC_STATS_PROCS	1024
 #define USMC_STATS_CONNS	16384
@@ -81,6 +83,7 @@ struct usmc_stats_proc {
 	char comm[16];
 	uint64_t start_ns;
 	struct usmc_counters c;
+	struct usmc_counters base;	/* c at the last `usmc stat --reset`: the slot counts c - base */
 } __cacheline;
 
 struct usmc_stats_file {
@@ -96,9 +99,22 @@ struct usmc_stats_file {
 
 /* This process's counters: never NULL, a private dummy until stats open. */
 extern _Atomic(struct usmc_counters *) usmc_ctr;
-#define STAT_ADD(field, n)						\
-	atomic_fetch_add_explicit(&LOAD_ACQUIRE(&usmc_ctr)->field, (uint64_t)(n),	\
-				  memory_order_relaxed)
+/*
+ * A counter of ours (process slot or connection entry): nobody else writes
+ * it (a reset moves the slot's base instead), so while the process has one
+ * thread an add is a load and a store, not a locked RMW that waits for the
+ * store buffer behind every send and receive.  (A signal handler that
+ * counts between the two loses its own add, never more.)
+ */
+static inline void usmc_stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	if (likely(__libc_single_threaded))
+		STORE_RELAXED(c, LOAD_RELAXED(c) + n);
+	else
+		atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+#define STAT_ADD(field, n)	usmc_stat_add(&LOAD_ACQUIRE(&usmc_ctr)->field, (uint64_t)(n))
 #define STAT_INC(field) STAT_ADD(field, 1)
 
 /* Library: open the file and claim a process slot (idempotent). */

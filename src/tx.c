@@ -423,13 +423,15 @@ moved:
 		if (tx_lock(sk, flushing))
 			return done ? (ssize_t)done : -EIO;
 	}
+	/* The connection's counter under tx_lock: one writer, also when
+	 * forked processes share the socket (stats.h). */
+	if (done && sk->st)
+		usmc_stat_add(&sk->st->tx_bytes, done);
 	tx_unlock(sk, fd, flushing);
 	ret = done ? (ssize_t)done : -EAGAIN;
 	if (done) {
 		STAT_ADD(tx_bytes, done);
 		STAT_INC(tx_calls);
-		if (sk->st)
-			atomic_fetch_add_explicit(&sk->st->tx_bytes, done, memory_order_relaxed);
 	}
 	return ret;
 }
@@ -500,12 +502,12 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		done += (size_t)r;
 		usmc_kick_data(sk);
 	}
+	if (done && sk->st)
+		usmc_stat_add(&sk->st->tx_bytes, done);	/* under tx_lock, as above */
 	tx_unlock(sk, fd, false);
 	if (done) {
 		STAT_ADD(tx_bytes, done);
 		STAT_INC(tx_calls);
-		if (sk->st)
-			atomic_fetch_add_explicit(&sk->st->tx_bytes, done, memory_order_relaxed);
 		return (ssize_t)done;
 	}
 	if (rc < 0)
