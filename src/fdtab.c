@@ -45,9 +45,7 @@ static bool ref_get_live(struct usmc_sock *sk)
 	int r = atomic_load_explicit(&sk->ref, memory_order_relaxed);
 
 	while (r > 0)
-		if (atomic_compare_exchange_weak_explicit(&sk->ref, &r, r + 1,
-							  memory_order_acquire,
-							  memory_order_relaxed))
+		if (local_cas_int(&sk->ref, &r, r + 1))
 			return true;
 	return false;
 }

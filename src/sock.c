@@ -112,7 +112,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 
 void usmc_sock_get(struct usmc_sock *sk)
 {
-	atomic_fetch_add_explicit(&sk->ref, 1, memory_order_relaxed);
+	local_fetch_add_int(&sk->ref, 1);
 }
 
 void usmc_sock_put(struct usmc_sock *sk)
@@ -141,7 +141,7 @@ void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
 				usmc_ifd_close(dup);
 		}
 	}
-	if (atomic_fetch_sub_explicit(&sk->ref, 1, memory_order_acq_rel) != 1)
+	if (local_fetch_add_int(&sk->ref, -1) != 1)
 		return;
 	held = atomic_exchange(&sk->held_fd, -1);
 	if (fd < 0)

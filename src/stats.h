@@ -16,8 +16,6 @@
 
 #include "usmc.h"
 
-#include <sys/single_threaded.h>
-
 #define USMC_STATS_MAGIC	0x5441545343534d55ULL	/* "UMSCSTAT" */
 #define USMC_STATS_PROCS	1024
 #define USMC_STATS_CONNS	16384
@@ -102,16 +100,11 @@ extern _Atomic(struct usmc_counters *) usmc_ctr;
 /*
  * A counter of ours (process slot or connection entry): nobody else writes
  * it (a reset moves the slot's base instead), so while the process has one
- * thread an add is a load and a store, not a locked RMW that waits for the
- * store buffer behind every send and receive.  (A signal handler that
- * counts between the two loses its own add, never more.)
+ * thread an add needs no locked RMW (local_add_u64(), usmc.h).
  */
 static inline void usmc_stat_add(_Atomic uint64_t *c, uint64_t n)
 {
-	if (likely(__libc_single_threaded))
-		STORE_RELAXED(c, LOAD_RELAXED(c) + n);
-	else
-		atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+	local_add_u64(c, n);
 }
 
 #define STAT_ADD(field, n)	usmc_stat_add(&LOAD_ACQUIRE(&usmc_ctr)->field, (uint64_t)(n))

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/types.h>
 
 #define USMC_VERSION_STR	"0.1.0"
@@ -65,6 +66,61 @@
 #else
 #define FENCE(order)	atomic_thread_fence(order)
 #endif
+
+/*
+ * Read-modify-writes on process-private words (reference counts, our own
+ * counters) while the process has one thread (glibc's
+ * __libc_single_threaded): the only other party is a signal handler of
+ * that thread, and one instruction without the lock prefix is atomic
+ * against it.  A locked one also waits for the store buffer, which right
+ * after a copy into the peer's ring holds lines the other core owns: each
+ * cost as much as the rest of a 100 B send.  Elsewhere (other CPUs, TSan)
+ * the locked form.
+ */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define USMC_LOCAL_RMW	1
+#endif
+
+static inline void local_add_u64(_Atomic uint64_t *p, uint64_t v)
+{
+#ifdef USMC_LOCAL_RMW
+	if (likely(__libc_single_threaded)) {
+		__asm__ __volatile__("addq %1, %0" : "+m"(*(uint64_t *)p) : "er"(v) : "cc");
+		return;
+	}
+#endif
+	atomic_fetch_add_explicit(p, v, memory_order_relaxed);
+}
+
+/* Returns the old value. */
+static inline int local_fetch_add_int(_Atomic int *p, int v)
+{
+#ifdef USMC_LOCAL_RMW
+	if (likely(__libc_single_threaded)) {
+		__asm__ __volatile__("xaddl %0, %1" : "+r"(v), "+m"(*(int *)p) : : "cc", "memory");
+		return v;
+	}
+#endif
+	return atomic_fetch_add_explicit(p, v, memory_order_acq_rel);
+}
+
+static inline bool local_cas_int(_Atomic int *p, int *expected, int desired)
+{
+#ifdef USMC_LOCAL_RMW
+	if (likely(__libc_single_threaded)) {
+		int old = *expected;
+		bool ok;
+
+		__asm__ __volatile__("cmpxchgl %3, %1\n\tsete %0"
+				     : "=q"(ok), "+m"(*(int *)p), "+a"(old)
+				     : "r"(desired) : "cc", "memory");
+		*expected = old;
+		return ok;
+	}
+#endif
+	return atomic_compare_exchange_strong_explicit(p, expected, desired, memory_order_acquire,
+						       memory_order_relaxed);
+}
 
 static inline void cpu_relax(void)
 {
