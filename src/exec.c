@@ -145,6 +145,9 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	memset(c, 0, sizeof(*c));
 	if (usmc_family_fd() < 0)
 		return NULL;
+	/* After vfork() (no atfork handlers) this is the parent's memory:
+	 * from now on it locks every socket the new image may adopt. */
+	usmc_family_before_fork();
 	c->plain = !preload_has_usmc(envp);
 	if (c->plain) {
 		usmc_fd_foreach(collect, c);

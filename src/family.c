@@ -99,7 +99,7 @@ struct usmc_sock_sh *usmc_family_at(int idx)
 	return &fam[idx];
 }
 
-uint32_t usmc_family_gen = 1;
+_Atomic uint32_t usmc_family_gen = 1;
 
 static void mutex_init_robust(struct usmc_flock *l)
 {
@@ -110,7 +110,7 @@ static void mutex_init_robust(struct usmc_flock *l)
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&l->m, &a);
 	pthread_mutexattr_destroy(&a);
-	l->gen = usmc_family_gen;
+	l->gen = LOAD_RELAXED(&usmc_family_gen);
 	l->held = 0;
 }
 
@@ -164,7 +164,7 @@ struct usmc_sock_sh *usmc_family_alloc_private(void)
 		return NULL;
 	pthread_mutex_init(&sh->tx_lock.m, NULL);
 	pthread_mutex_init(&sh->rx_lock.m, NULL);
-	sh->tx_lock.gen = sh->rx_lock.gen = usmc_family_gen;
+	sh->tx_lock.gen = sh->rx_lock.gen = LOAD_RELAXED(&usmc_family_gen);
 	STORE_RELAXED(&sh->in_use, USMC_SH_PRIVATE);
 	return sh;
 }
@@ -192,15 +192,17 @@ int usmc_family_lock_slow(struct usmc_flock *l)
 }
 
 /*
- * Every socket made so far may now be reached from two processes.  (A
- * lock held without the mutex across this point would be a fork from a
- * signal handler inside a send; the mutex does no better there.)
+ * Every socket made so far may now be reached from two processes: before
+ * fork() (atfork prepare) and before an exec that hands sockets over
+ * (exec.c; after vfork() that writes the parent's memory).  Not covered: a
+ * fork from a signal handler that interrupted a send holding a lock taken
+ * without the mutex; the child would go on inside that send.
  */
 void usmc_family_before_fork(void)
 {
-	usmc_family_gen++;
-	if (!usmc_family_gen)
-		usmc_family_gen = 1;
+	uint32_t g = LOAD_RELAXED(&usmc_family_gen) + 1;
+
+	STORE_RELAXED(&usmc_family_gen, g ? g : 1);
 }
 
 void usmc_family_after_fork(void)

@@ -275,13 +275,14 @@ static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 struct usmc_sock_sh *usmc_family_alloc(void);
 struct usmc_sock_sh *usmc_family_alloc_private(void);
 void usmc_family_free(struct usmc_sock_sh *sh);
-/* Bumped before every fork(2) (both sides inherit the new value). */
-extern uint32_t usmc_family_gen;
+/* Bumped before every fork(2) (both sides inherit the new value) and
+ * before an exec that hands sockets over (a vfork parent sees it). */
+extern _Atomic uint32_t usmc_family_gen;
 int usmc_family_lock_slow(struct usmc_flock *l);
 
 static inline int usmc_family_lock(struct usmc_flock *l)
 {
-	if (likely(l->gen == usmc_family_gen && __libc_single_threaded)) {
+	if (likely(l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded)) {
 		if (l->held)
 			return -EDEADLK;	/* a handler interrupted the holder */
 		l->held = 1;

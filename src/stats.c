@@ -130,10 +130,14 @@ err_tmp:
 
 #define CTR(x)	((_Atomic uint64_t *)(x))
 
-/* What slot p counted since the last reset, counter i. */
+/* What slot p counted since the last reset, counter i.  A base above the
+ * counter is a reset's late store into a slot claimed again since (the
+ * claim zeroed both): count from zero. */
 static uint64_t slot_value(struct usmc_stats_proc *p, size_t i)
 {
-	return LOAD_RELAXED(&CTR(&p->c)[i]) - LOAD_RELAXED(&CTR(&p->base)[i]);
+	uint64_t c = LOAD_RELAXED(&CTR(&p->c)[i]), b = LOAD_RELAXED(&CTR(&p->base)[i]);
+
+	return c >= b ? c - b : c;
 }
 
 /* Fold slot i (whose owner ended) into the totals; caller won the CAS. */
