@@ -158,6 +158,14 @@ static inline bool ring_valid(uint64_t prod, uint64_t head, uint32_t size)
 	return prod >= head && prod - head <= size && prod < CDC_CURSOR_LIMIT;
 }
 
+/* A view from loaded cursors: its head, and whether they keep the rules. */
+static inline bool ring_view(uint64_t cons, uint64_t skip_to, uint64_t prod, uint32_t size,
+			     uint64_t *head)
+{
+	*head = ring_head(cons, skip_to, prod);
+	return prod >= cons && ring_valid(prod, *head, size);
+}
+
 /* Sender, ring empty at prod: where the next byte goes after a rewind.
  * Precondition: prod < CDC_CURSOR_LIMIT (ring_valid()). */
 static inline uint64_t ring_rewind(uint64_t prod, uint32_t size)

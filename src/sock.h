@@ -191,8 +191,7 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 	uint64_t skip = LOAD_ACQUIRE(&sk->rx_p->skip_to);
 
 	*prod = p;
-	*head = ring_head(cons, skip, p);
-	return p >= cons && ring_valid(p, *head, sk->size);
+	return ring_view(cons, skip, p, sk->size, head);
 }
 
 static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
@@ -202,8 +201,7 @@ static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint
 	uint64_t skip = LOAD_RELAXED(&sk->tx_p->skip_to);
 
 	*prod = p;
-	*head = ring_head(cons, skip, p);
-	return p >= cons && ring_valid(p, *head, sk->size);
+	return ring_view(cons, skip, p, sk->size, head);
 }
 
 /*
@@ -244,8 +242,7 @@ static inline bool usmc_tx_view_lazy(struct usmc_sock *sk, uint64_t *head, uint6
 				   sk->size, want)))
 		return true;
 	cons = LOAD_ACQUIRE(&sk->tx_c->cons);
-	*head = ring_head(cons, skip, p);
-	if (p < cons || !ring_valid(p, *head, sk->size))
+	if (!ring_view(cons, skip, p, sk->size, head))
 		return false;
 	sk->sh->tx_cons = cons;
 	sk->sh->tx_cons_at = p;

@@ -48,6 +48,18 @@ size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t w
 	return off >= hw ? 0 : MIN(room, (size_t)(hw - off));
 }
 
+/* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
+ * tx_lock; the lazy view's window starts again there (sock.h). */
+static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	if (*head != *prod || !(*prod & (sk->size - 1)))
+		return;
+	*prod = *head = ring_rewind(*prod, sk->size);
+	STORE_RELEASE(&sk->tx_p->skip_to, *prod);
+	STORE_RELAXED(&sk->sh->tx_stuck, 0);
+	sk->sh->tx_cons_at = *prod;
+}
+
 /* Copy from an iovec cursor into the ring; advances the cursor. */
 struct iov_cursor {
 	const struct iovec *iov;
@@ -366,13 +378,7 @@ moved:
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
 		}
-		if (head == prod && (prod & (sk->size - 1))) {
-			/* Empty: start the next message at offset 0 (cdc.h). */
-			prod = head = ring_rewind(prod, sk->size);
-			STORE_RELEASE(&sk->tx_p->skip_to, prod);
-			STORE_RELAXED(&sk->sh->tx_stuck, 0);
-			sk->sh->tx_cons_at = prod;	/* a new window starts here */
-		}
+		tx_rewind(sk, &head, &prod);
 		space = usmc_tx_room(sk, prod, head, total - done);
 		if (space) {
 			size_t n = (size_t)space;
@@ -467,11 +473,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
 		}
-		if (head == prod && (prod & (sk->size - 1))) {
-			prod = head = ring_rewind(prod, sk->size);
-			STORE_RELEASE(&sk->tx_p->skip_to, prod);
-			STORE_RELAXED(&sk->sh->tx_stuck, 0);
-		}
+		tx_rewind(sk, &head, &prod);
 		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head, len - done));
 		if (!n) {
 			if (nonblock || done)

@@ -519,6 +519,15 @@ static void rec_check(int s, char a, char b)
 	}
 }
 
+/* A pair on shared memory, pinged, and the counters before the records. */
+static void rec_pair(int *c, int *s, struct t_stats *before)
+{
+	t_pair_smc(c, s);
+	ping_smc(*c, *s);
+	if (t_accel())
+		t_stats_get(before);
+}
+
 /* Threads: the socket was made while the process had one. */
 static void check_writer_threads(void)
 {
@@ -527,10 +536,7 @@ static void check_writer_threads(void)
 	pthread_t th[2];
 	int c, s, i;
 
-	t_pair_smc(&c, &s);
-	ping_smc(c, s);
-	if (t_accel())
-		t_stats_get(&before);
+	rec_pair(&c, &s, &before);
 	for (i = 0; i < 2; i++) {
 		w[i] = (struct rec_writer){ c, i ? 'U' : 'T' };
 		if (pthread_create(&th[i], NULL, rec_thread, &w[i]))
@@ -553,10 +559,7 @@ static void check_writer_procs(void)
 	pid_t kid[2];
 	int c, s, i;
 
-	t_pair_smc(&c, &s);
-	ping_smc(c, s);
-	if (t_accel())
-		t_stats_get(&before);
+	rec_pair(&c, &s, &before);
 	for (i = 0; i < 2; i++) {
 		kid[i] = t_fork_helper();
 		if (kid[i] == 0) {
