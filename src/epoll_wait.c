@@ -324,7 +324,7 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		n++;
 	}
 	pthread_mutex_unlock(&ep_lock);
-	t0 = lastk = usmc_now_ns();
+	now = t0 = lastk = usmc_now_ns();
 	do {
 		/* ~100 ns between sweeps (a pause is ~25 ns here): a wider
 		 * gap only adds to the latency it is meant to save. */
@@ -333,9 +333,9 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		for (i = 0; i < n && !*hit; i++)
 			if (reg_due(&snap[i].copy))
 				*hit = true;
-		now = usmc_now_ns();
 		if (*hit)
-			break;
+			break;	/* no clock read on the way back (wait.c) */
+		now = usmc_now_ns();
 		if (ep->nforeign && now - lastk > EP_KPOLL_NS) {
 			lastk = now;
 			k = real.epoll_wait(epfd, kev, room, 0);

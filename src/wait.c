@@ -56,8 +56,14 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 
 		if (f & SKF_SHUT_RD)
 			return true;
-		if (!usmc_rx_view(sk, &head, &prod) || prod != head)
+		if (!usmc_rx_view(sk, &head, &prod))
 			return true;
+		if (prod != head) {
+			/* Start pulling the first bytes from the writer's core
+			 * now, under the way back to the copy (never faults). */
+			__builtin_prefetch(sk->rx_ring + (head & (sk->size - 1)));
+			return true;
+		}
 		if (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_DONE | CDC_F_ABORT))
 			return true;
 	}
@@ -257,8 +263,12 @@ static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
 		b = (uint32_t)MIN((uint64_t)max, MAX((uint64_t)b, spent * 2 + SPIN_MIN_NS));
 	else
 		b = MAX(SPIN_MIN_NS, b / 2);
-	STORE_RELAXED(&sk->sh->spin_ns, b);
-	STORE_RELAXED(&spin_hint_ns, b);
+	/* Unchanged in the steady state: leave both lines alone (the hint
+	 * is the whole process's, every spinning thread reads it). */
+	if (LOAD_RELAXED(&sk->sh->spin_ns) != b)
+		STORE_RELAXED(&sk->sh->spin_ns, b);
+	if (LOAD_RELAXED(&spin_hint_ns) != b)
+		STORE_RELAXED(&spin_hint_ns, b);
 }
 
 /* Followers sleep here; 0 when woken (or the word moved), -EAGAIN on
@@ -357,12 +367,15 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		 * measure: look at the cursors after every pause, at the clock
 		 * every SPIN_CHECK of them (a look is a few L1 hits until the
 		 * peer's store takes the line away). */
-		t0 = usmc_now_ns();
+		now = t0 = usmc_now_ns();
 		do {
 			for (i = 0; i < SPIN_CHECK; i++) {
 				cpu_relax();
 				if (wait_ready(sk, what)) {
-					now = usmc_now_ns();
+					/* No clock read between the peer's store and
+					 * our return: the last one is SPIN_CHECK
+					 * pauses short at most, nothing next to the
+					 * SPIN_MIN_NS the feedback adds. */
 					spin_feedback(sk, true, now - t0);
 					STAT_INC(spin_hits);
 					return 0;
