@@ -52,7 +52,8 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		return USMC_R_INTERNAL;
 	}
 	c = usmc_lgr_ctrl(l, p->slot);
-	if (!getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
+	/* Our address: the listener's, unless it was bound to a wildcard. */
+	if (usmc_addr_is_any(&sk->local) && !getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
 	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
 		sk->local = srv;
 	/* The control block must describe exactly this connection. */

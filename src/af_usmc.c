@@ -331,17 +331,24 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 /* A non-blocking connect finished (poll/getsockopt saw it): settle it. */
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 {
-	int err = 0;
-	socklen_t len = sizeof(err);
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0, rc;
 
 	if (!sk_flag(sk, SKF_CONNECTING))
 		return 0;
-	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+	/* One system call when it connected: POLLOUT without POLLERR.  Only
+	 * a failure costs the SO_ERROR read (which, as the kernel's, clears
+	 * it; we keep it for the application below). */
+	rc = real.poll(&p, 1, 0);
+	if (rc < 0)
 		return -errno;
+	if (p.revents & (POLLERR | POLLHUP)) {
+		if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+			return -errno;
+	}
 	if (!err) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-
-		if (real.poll(&p, 1, 0) <= 0)
+		if (!(p.revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
 		usmc_client_send_wake(sk, fd);

@@ -433,8 +433,12 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			if (tag == EP_TAG_TCP) {
 				int fd = usmc_sock_live_fd(r->sk, r->fd);
 
+				/* EPOLLOUT alone (connect completed): nothing to
+				 * read, no peek. */
 				if (fd >= 0) {
-					usmc_check_tcp(r->sk, fd);
+					if (kev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLPRI |
+							     EPOLLERR | EPOLLHUP))
+						usmc_check_tcp(r->sk, fd);
 					usmc_sock_refresh(r->sk, fd);
 				}
 				ep_tcp_event(r);

@@ -268,7 +268,9 @@ restart:
 			struct pollfd *p = &fds[ent[i].idx];
 			struct usmc_sock *sk = ent[i].sk;
 
-			if (kfds[ent[i].idx].revents)
+			/* Writable alone (connect completed): nothing to read. */
+			if (kfds[ent[i].idx].revents & (POLLIN | POLLRDNORM | POLLRDBAND | POLLPRI |
+							POLLRDHUP | POLLERR | POLLHUP))
 				usmc_check_tcp(sk, p->fd);
 			p->revents = usmc_poll_revents(sk, p->fd, p->events);
 		}
