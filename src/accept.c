@@ -65,7 +65,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		usmc_lgr_put(l);
 		return USMC_R_INTERNAL;
 	}
-	rc = usmc_conn_bind_slot(sk, l, p->slot, p->gen);
+	rc = usmc_conn_bind_slot(sk, l, p->slot, p->gen, true);
 	if (rc) {
 		usmc_lgr_put(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;

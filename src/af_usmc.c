@@ -112,7 +112,8 @@ void usmc_conn_established(struct usmc_sock *sk)
 /* Point the connection at its slot: our lines, the peer's lines, rings. */
 #define TX_FIRST_RESERVE	(64u << 10)
 
-int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen)
+int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
+			bool fresh)
 {
 	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
 	int rc;
@@ -142,6 +143,14 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	}
 	sk->sh->data_rung = sk->sh->space_rung = 0;
 	sk->sh->tx_cons = sk->sh->tx_cons_at = sk->sh->tx_cons_rx = 0;	/* checked at every use */
+	/* A new connection's cursors start at 0 (the client reset the slot's
+	 * lines).  An exec'd process adopting a live one (exec.c) shares sh
+	 * with the processes that keep writing it: leave them alone. */
+	if (fresh) {
+		STORE_RELAXED(&sk->sh->tx_prod, 0);
+		STORE_RELAXED(&sk->sh->tx_skip, 0);
+		STORE_RELAXED(&sk->sh->rx_cons, 0);
+	}
 	/* Back the start of our ring now: if even that fails, decline (the
 	 * runtime directory's tmpfs is full) rather than fault later. */
 	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
@@ -248,7 +257,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		reason = client_match(&sk->peer, &ln);
 	if (!reason)
 		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
-	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen))) {
+	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen, true))) {
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}

@@ -22,7 +22,8 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
 /* 0, or the reason this connection cannot use shared memory (resources). */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 struct usmc_lgr;
-int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen);
+int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
+			bool fresh);
 void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached);
 /* Both ends: the connection is on shared memory from now on. */
 void usmc_conn_established(struct usmc_sock *sk);

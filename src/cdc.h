@@ -22,7 +22,10 @@
  *
  * Everything read from the peer's lines is untrusted: it is loaded once,
  * checked against these invariants, and a violation aborts the connection
- * (ECONNRESET, reason protocol_violation).
+ * (ECONNRESET, reason protocol_violation).  A side never reads its own
+ * cursors back from its lines: it keeps copies (sock.h), so what the peer
+ * writes there only spoils the peer's own view, and it never loads a line
+ * the other core is polling (that load missed on every other send).
  *
  * Ordering: the producer copies data, then store-releases prod; the
  * consumer load-acquires prod, copies data out, then store-releases cons;

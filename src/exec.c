@@ -396,7 +396,7 @@ static void adopt_conn(const char **p)
 	if (mode == USMC_MODE_SMCD || mode == USMC_MODE_PROPOSED) {
 		int rc = role == 'C' ? usmc_lgr_adopt(lgr_id, ownfd, &l) : usmc_lgr_attach(lgr_id, &l);
 
-		if (rc || slot >= l->nslots || usmc_conn_bind_slot(sk, l, slot, gen)) {
+		if (rc || slot >= l->nslots || usmc_conn_bind_slot(sk, l, slot, gen, false)) {
 			/* Cannot reach the link group: fail loudly, never hang.
 			 * Shutting the TCP socket down gives both ends EOF. */
 			usmc_log_write("exec: fd %d: link group %016llx unreachable", fd, lgr_id);

@@ -36,18 +36,18 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 	if (rc)
 		return rc;
 	/* The end of what we ever wrote into the ring: senders check the
-	 * mode under tx_lock (tx.c), so none writes after this; and the peer
-	 * may rewrite our prod in shared memory, so it is read only once. */
+	 * mode under tx_lock (tx.c), so none writes after this.  Our own
+	 * copy (sock.h), not the line the peer could rewrite. */
 	if (sk->migrate_end == MIGRATE_END_UNKNOWN)
-		sk->migrate_end = LOAD_RELAXED(&sk->tx_p->prod);
+		sk->migrate_end = LOAD_RELAXED(&sk->sh->tx_prod);
 	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
 		uint64_t prod = sk->migrate_end;
 		size_t len;
 		ssize_t n;
 
-		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->tx_p->skip_to), prod);
-		/* The peer wrote the start (its cons) and can write our prod:
-		 * never send more than one ring, or from before the start. */
+		sk->migrate_pos = ring_head(sk->migrate_pos, LOAD_RELAXED(&sk->sh->tx_skip), prod);
+		/* The peer wrote the start (its cons): never send more than
+		 * one ring, or from before the start. */
 		if (unlikely(!ring_valid(prod, sk->migrate_pos, sk->size))) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			rc = -ECONNRESET;

@@ -89,6 +89,12 @@ struct usmc_sock_sh {
 	uint64_t tx_cons;		/* the peer's cons as the sender last loaded it (tx_lock), */
 	uint64_t tx_cons_at;		/* ... when its prod was here */
 	uint64_t tx_cons_rx;		/* ... and our receive cons here */
+	/* Our own cursors as we last stored them, so that we never load the
+	 * lines the peer polls: a load of a line the other core keeps reading
+	 * missed, on every send, as often as not (and what the peer could
+	 * scribble there no longer matters to us). */
+	_Atomic uint64_t tx_prod, tx_skip;	/* our producer line (tx_lock; read lock-free) */
+	_Atomic uint64_t rx_cons;	/* our consumer line (rx_lock; read lock-free) */
 	_Atomic uint32_t spin_ns;	/* adaptive spin budget, hint only */
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
@@ -186,7 +192,7 @@ static inline void sk_clear_flag(struct usmc_sock *sk, uint32_t f)
  */
 static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 {
-	uint64_t cons = LOAD_RELAXED(&sk->rx_c->cons);
+	uint64_t cons = LOAD_RELAXED(&sk->sh->rx_cons);
 	uint64_t p = LOAD_ACQUIRE(&sk->rx_p->prod);
 	uint64_t skip = LOAD_ACQUIRE(&sk->rx_p->skip_to);
 
@@ -196,9 +202,9 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 
 static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 {
-	uint64_t p = LOAD_RELAXED(&sk->tx_p->prod);
+	uint64_t p = LOAD_RELAXED(&sk->sh->tx_prod);
 	uint64_t cons = LOAD_ACQUIRE(&sk->tx_c->cons);
-	uint64_t skip = LOAD_RELAXED(&sk->tx_p->skip_to);
+	uint64_t skip = LOAD_RELAXED(&sk->sh->tx_skip);
 
 	*prod = p;
 	return ring_view(cons, skip, p, sk->size, head);
@@ -237,9 +243,9 @@ static inline bool usmc_tx_lazy_ok(uint64_t prod, uint64_t head, uint64_t cons, 
 static inline bool usmc_tx_view_lazy(struct usmc_sock *sk, uint64_t *head, uint64_t *prod,
 				     size_t want)
 {
-	uint64_t p = LOAD_RELAXED(&sk->tx_p->prod);
-	uint64_t skip = LOAD_RELAXED(&sk->tx_p->skip_to);
-	uint64_t rx = LOAD_RELAXED(&sk->rx_c->cons);
+	uint64_t p = LOAD_RELAXED(&sk->sh->tx_prod);
+	uint64_t skip = LOAD_RELAXED(&sk->sh->tx_skip);
+	uint64_t rx = LOAD_RELAXED(&sk->sh->rx_cons);
 	uint64_t cons = sk->sh->tx_cons;
 
 	*prod = p;

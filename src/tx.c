@@ -56,6 +56,7 @@ static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 		return;
 	*prod = *head = ring_rewind(*prod, sk->size);
 	STORE_RELEASE(&sk->tx_p->skip_to, *prod);
+	STORE_RELAXED(&sk->sh->tx_skip, *prod);
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
 	sk->sh->tx_cons_at = *prod;
 }
@@ -208,11 +209,13 @@ static ssize_t tx_fail(ssize_t err, int flags)
  * that finds it set never needs the lock.
  */
 #define TX_DEFER_MAX	4096
-static __thread struct usmc_sock_sh *tx_held;
-static __thread struct {
-	uint32_t len;
-	uint8_t buf[TX_DEFER_MAX];
-} tx_defer;
+/* What every send touches is initial-exec TLS (one %fs-relative load, no
+ * __tls_get_addr call; libusmc.so is preloaded, so the static TLS block
+ * has room); the rarely used buffer stays general-dynamic. */
+#define TLS_FAST	__attribute__((tls_model("initial-exec")))
+static __thread struct usmc_sock_sh *tx_held TLS_FAST;
+static __thread uint32_t tx_defer_len TLS_FAST;
+static __thread uint8_t tx_defer_buf[TX_DEFER_MAX];
 
 static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt,
 		       int flags, bool flushing);
@@ -220,19 +223,19 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 /* In the handler: queue what fits (none: -EAGAIN, we cannot wait here). */
 static ssize_t tx_defer_add(const struct iovec *iov, int iovcnt, size_t total)
 {
-	uint32_t at = tx_defer.len;
+	uint32_t at = tx_defer_len;
 	size_t n = MIN(total, (size_t)(TX_DEFER_MAX - at)), got = 0;
 	int i;
 
 	if (!n)
 		return -EAGAIN;
 	/* Reserve first: a handler nesting in ours appends behind it. */
-	tx_defer.len = at + (uint32_t)n;
+	tx_defer_len = at + (uint32_t)n;
 	atomic_signal_fence(memory_order_seq_cst);
 	for (i = 0; i < iovcnt && got < n; i++) {
 		size_t k = MIN(iov[i].iov_len, n - got);
 
-		memcpy(tx_defer.buf + at + got, iov[i].iov_base, k);
+		memcpy(tx_defer_buf + at + got, iov[i].iov_base, k);
 		got += k;
 	}
 	return (ssize_t)n;
@@ -251,12 +254,12 @@ static bool tx_flush_deferred(struct usmc_sock *sk, int fd)
 
 		tx_held = NULL;
 		atomic_signal_fence(memory_order_seq_cst);
-		len = *(volatile uint32_t *)&tx_defer.len;
+		len = *(volatile uint32_t *)&tx_defer_len;
 		if (sent >= len || failed)
 			break;
 		tx_held = sk->sh;
 		atomic_signal_fence(memory_order_seq_cst);
-		v.iov_base = tx_defer.buf + sent;
+		v.iov_base = tx_defer_buf + sent;
 		v.iov_len = len - sent;
 		n = tx_send(sk, fd, &v, 1, MSG_NOSIGNAL, true);
 		if (n == USMC_PASS)	/* moved to TCP meanwhile */
@@ -266,7 +269,7 @@ static bool tx_flush_deferred(struct usmc_sock *sk, int fd)
 		else
 			sent += (uint32_t)n;
 	}
-	tx_defer.len = 0;
+	tx_defer_len = 0;
 	return len > 0;
 }
 
@@ -281,7 +284,7 @@ static int tx_lock(struct usmc_sock *sk, bool flushing)
 	if (rc && !flushing) {
 		tx_held = NULL;		/* the socket is unusable: queued bytes go too */
 		atomic_signal_fence(memory_order_seq_cst);
-		tx_defer.len = 0;
+		tx_defer_len = 0;
 	}
 	return rc;
 }
@@ -293,10 +296,10 @@ static bool tx_unlock(struct usmc_sock *sk, int fd, bool flushing)
 	atomic_signal_fence(memory_order_seq_cst);
 	if (flushing)
 		return false;
-	if (likely(!tx_defer.len)) {
+	if (likely(!tx_defer_len)) {
 		tx_held = NULL;
 		atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!*(volatile uint32_t *)&tx_defer.len))
+		if (likely(!*(volatile uint32_t *)&tx_defer_len))
 			return false;
 	}
 	return tx_flush_deferred(sk, fd);
@@ -391,6 +394,7 @@ moved:
 			}
 			/* Publish after the copy; pairs with the reader's acquire. */
 			STORE_RELEASE(&sk->tx_p->prod, prod + n);
+			STORE_RELAXED(&sk->sh->tx_prod, prod + n);
 			done += n;
 			/* Also while PROPOSED: the server may have accepted and
 			 * be asleep on its first read already. */
@@ -501,6 +505,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		if (off)
 			*off += r;
 		STORE_RELEASE(&sk->tx_p->prod, prod + (uint64_t)r);
+		STORE_RELAXED(&sk->sh->tx_prod, prod + (uint64_t)r);
 		done += (size_t)r;
 		usmc_kick_data(sk);
 	}

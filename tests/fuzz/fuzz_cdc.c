@@ -78,17 +78,40 @@ struct view {
 	bool ok;
 };
 
-static struct view view_of(const struct usmc_cdc_prod *p, const struct usmc_cdc_cons *c)
+/*
+ * A direction's cursors: the peer's from its line; the victim's own from
+ * the copy it keeps (sock.h) when the victim's view is wanted, since what
+ * the hostile peer scribbles on the victim's lines must not matter to it.
+ * The honest peer reads the lines.
+ */
+static struct view view_at(const struct usmc_cdc_prod *p, const struct usmc_cdc_cons *c,
+			   bool victim)
 {
 	struct view v;
 
 	v.cons = LOAD_RELAXED(&c->cons);
 	v.prod = LOAD_RELAXED(&p->prod);
 	v.skip = LOAD_RELAXED(&p->skip_to);
+	if (victim && c == sk->rx_c)
+		v.cons = LOAD_RELAXED(&sk->sh->rx_cons);
+	if (victim && p == sk->tx_p) {
+		v.prod = LOAD_RELAXED(&sk->sh->tx_prod);
+		v.skip = LOAD_RELAXED(&sk->sh->tx_skip);
+	}
 	v.head = ring_head(v.cons, v.skip, v.prod);
 	v.ok = v.prod >= v.cons && v.prod >= v.head && v.prod - v.head <= sk->size &&
 	       v.prod < CDC_CURSOR_LIMIT;
 	return v;
+}
+
+static struct view view_of(const struct usmc_cdc_prod *p, const struct usmc_cdc_cons *c)
+{
+	return view_at(p, c, true);
+}
+
+static struct view peer_view(const struct usmc_cdc_prod *p, const struct usmc_cdc_cons *c)
+{
+	return view_at(p, c, false);
 }
 
 static uint32_t mask(void)
@@ -109,7 +132,7 @@ static struct view sender_view(const struct view *fresh, size_t want)
 	u.cons = sk->sh->tx_cons;
 	u.head = ring_head(u.cons, u.skip, u.prod);
 	if (!usmc_tx_lazy_ok(u.prod, u.head, u.cons, sk->sh->tx_cons_at,
-			     LOAD_RELAXED(&sk->rx_c->cons) != sk->sh->tx_cons_rx, sk->size, want))
+			     LOAD_RELAXED(&sk->sh->rx_cons) != sk->sh->tx_cons_rx, sk->size, want))
 		return *fresh;
 	u.ok = u.prod >= u.cons && u.prod >= u.head && u.prod - u.head <= sk->size &&
 	       u.prod < CDC_CURSOR_LIMIT;
@@ -201,6 +224,9 @@ static void conn_setup(struct conn *c, struct fz *f)
 	STORE_RELAXED(&sk->rx_p->skip_to, base);
 	STORE_RELAXED(&sk->rx_c->cons, base);
 	sk->sh->tx_cons = sk->sh->tx_cons_at = sk->sh->tx_cons_rx = base;	/* the sender's last look */
+	STORE_RELAXED(&sk->sh->tx_prod, base);	/* its own cursors (af_usmc.c) */
+	STORE_RELAXED(&sk->sh->tx_skip, base);
+	STORE_RELAXED(&sk->sh->rx_cons, base);
 
 	/* Fork-shared half: fresh for each connection.  Non-blocking, so no
 	 * call ever sleeps (splice/sendfile look at the socket flag only). */
@@ -248,7 +274,7 @@ static void drain_tcp(struct conn *c)
 
 static void peer_produce(struct conn *c, struct fz *f)
 {
-	struct view v = view_of(sk->rx_p, sk->rx_c);
+	struct view v = peer_view(sk->rx_p, sk->rx_c);
 	uint32_t n = fz_u16(f) % (sk->size + 1);
 	uint64_t prod = v.prod;
 
@@ -266,7 +292,7 @@ static void peer_produce(struct conn *c, struct fz *f)
 
 static void peer_consume(struct fz *f)
 {
-	struct view v = view_of(sk->tx_p, sk->tx_c);
+	struct view v = peer_view(sk->tx_p, sk->tx_c);
 	uint32_t n = fz_u16(f);
 
 	if (!v.ok)
@@ -451,7 +477,7 @@ static void check_tx(struct conn *c, const struct view *v, const struct view *fr
 		     uint32_t flags0, bool strict, size_t total, ssize_t r, const uint8_t *data,
 		     const char *what)
 {
-	uint64_t p1 = LOAD_RELAXED(&sk->tx_p->prod), start = v->prod, w, i;
+	uint64_t p1 = LOAD_RELAXED(&sk->sh->tx_prod), start = v->prod, w, i;
 	/* Unread bytes are the fresh view's; an old cons only understates. */
 	uint64_t head = fresh->ok && fresh->head > v->head ? fresh->head : v->head;
 	bool empty = v->head == v->prod || (fresh->ok && fresh->head == fresh->prod);
@@ -486,12 +512,16 @@ static void check_tx(struct conn *c, const struct view *v, const struct view *fr
 		/* A rewind, seen in skip_to: only over a ring found empty (by
 		 * the view the send started from, or the fresh one it loads
 		 * when that leaves no room); and one it found empty it must. */
-		if (LOAD_RELAXED(&sk->tx_p->skip_to) != v->skip ||
+		if (LOAD_RELAXED(&sk->sh->tx_skip) != v->skip ||
 		    (v->ok && v->head == v->prod && (v->prod & mask()))) {
 			start = head = ring_rewind(v->prod, sk->size);
 			FZ_CHECK(empty && (v->prod & mask()), "%s: rewind over unread bytes", what);
-			FZ_CHECK(LOAD_RELAXED(&sk->tx_p->skip_to) == start, "%s: rewind unpublished", what);
+			FZ_CHECK(LOAD_RELAXED(&sk->tx_p->skip_to) == start &&
+				 LOAD_RELAXED(&sk->sh->tx_skip) == start, "%s: rewind unpublished", what);
 		}
+		FZ_CHECK(LOAD_RELAXED(&sk->tx_p->prod) == p1, "%s: prod %#llx kept, line says %#llx",
+			 what, (unsigned long long)p1,
+			 (unsigned long long)LOAD_RELAXED(&sk->tx_p->prod));
 		w = p1 - start;
 		FZ_CHECK(w <= sk->size && p1 - head <= sk->size,
 			 "%s: prod %#llx beyond the free space (head %#llx)", what,
@@ -548,7 +578,7 @@ static void app_sendfile(struct conn *c, struct fz *f)
 
 	memcpy(c->shadow, c->tx_ring, sk->size);
 	r = usmc_tx_from_fd(sk, c->tcp[0], src_fd, &off, len);
-	if (r > 0 && LOAD_RELAXED(&sk->tx_p->prod) != v.prod)
+	if (r > 0 && LOAD_RELAXED(&sk->sh->tx_prod) != v.prod)
 		FZ_CHECK(off == off0 + r, "sendfile: offset moved %lld for %zd bytes",
 			 (long long)(off - off0), r);
 	check_tx(c, &v, &v, flags0, strict, len, r, src_data + off0, "sendfile");

@@ -21,8 +21,6 @@
  *     rx_prod_behind  the peer's prod behind our cons
  *     tx_cons_ahead   the peer's cons ahead of our prod
  *     tx_cons_behind  the peer's cons more than a ring behind our prod
- *     own_prod        our own producer cursor rewritten far away
- *     own_cons        our own consumer cursor rewritten past prod
  *     skip_to         a rewind point that makes prod - head > size
  *     huge            prod beyond 2^63
  *     truncate        the link group file cut to one page or nothing
@@ -30,6 +28,10 @@
  *     tcp_bytes       bytes on the TCP connection under shared memory
  *   other corruption (anything but a crash or a hang; the connection ends
  *   with ECONNRESET, EOF or EPIPE once the peer resets and closes):
+ *     own_prod        our own producer cursor rewritten far away
+ *     own_cons        our own consumer cursor rewritten past prod
+ *                     (we keep our own copies and never read these
+ *                     back: only the peer's view of the stream suffers)
  *     garbage         random bytes in our receive ring, prod moved within
  *                     the rules
  *     flags           random DONE/ABORT/CLOSED/MIGRATE/unknown flag bits
