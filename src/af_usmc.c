@@ -341,22 +341,21 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	socklen_t len = sizeof(int);
-	int err = 0, rc;
+	int rc;
 
 	if (!sk_flag(sk, SKF_CONNECTING))
 		return 0;
-	/* One system call when it connected: POLLOUT without POLLERR.  Only
-	 * a failure costs the SO_ERROR read (which, as the kernel's, clears
-	 * it; we keep it for the application below). */
+	/* One system call: POLLOUT without POLLERR is connected.  A failure
+	 * (POLLERR) leaves the kernel's pending error where it is: the socket
+	 * is plain TCP from here, and the application's SO_ERROR, send or
+	 * recv takes the error from the kernel exactly once, and epoll and
+	 * poll report EPOLLERR, as they would without us. */
 	rc = real.poll(&p, 1, 0);
 	if (rc < 0)
 		return -errno;
-	if (p.revents & (POLLERR | POLLHUP)) {
-		if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
-			return -errno;
-	}
-	if (!err) {
+	if (p.revents & POLLNVAL)
+		return -EBADF;	/* closed under us (another thread) */
+	if (!(p.revents & POLLERR)) {
 		if (!(p.revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
@@ -372,9 +371,7 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 		usmc_sock_set_tcp(sk, USMC_R_NONE);
 	}
 	pthread_mutex_unlock(&sk->lock);
-	/* Report it once, like the kernel's sk_err. */
-	STORE_RELAXED(&sk->sh->so_error, err);
-	return -err;
+	return USMC_CONNECT_FAILED;
 }
 
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)

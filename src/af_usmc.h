@@ -10,7 +10,9 @@
 
 struct usmc_sock;
 
-/* Settle a non-blocking connect that finished; 0, -EINPROGRESS or -errno. */
+/* Settle a non-blocking connect that finished: 0, -EINPROGRESS, -errno, or
+ * USMC_CONNECT_FAILED (now plain TCP; the kernel holds the error). */
+#define USMC_CONNECT_FAILED	1
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 void usmc_listen_release(struct usmc_sock *sk);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */

@@ -64,8 +64,16 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 			    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT))
 				real.shutdown(fd, SHUT_WR);
 			sk->tx_done = true;
-			if (!sk->rx_p || !usmc_rx_view(sk, &head, &rprod) || head == rprod)
+			if (!sk->rx_p) {
 				usmc_migrate_finish(sk);
+			} else {
+				int v = usmc_rx_view_locked(sk, &head, &rprod);
+
+				/* A broken ring is never read again; a lock we
+				 * cannot take now (EDEADLK): a later call. */
+				if (v == -EPROTO || (!v && head == rprod))
+					usmc_migrate_finish(sk);
+			}
 			break;
 		}
 		len = ring_span(sk->size, sk->migrate_pos, (size_t)(prod - sk->migrate_pos));

@@ -87,6 +87,23 @@ static int rx_empty_state(struct usmc_sock *sk)
 }
 
 /*
+ * The receive view as the reader sees it, under rx_lock: a look without the
+ * lock may pair our copy of cons from before another thread's read with the
+ * peer's prod from after it, which breaks the rules only in appearance.
+ * 0, -EPROTO (the peer broke them), or the lock's error.
+ */
+int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	int rc = usmc_family_lock(&sk->sh->rx_lock);
+
+	if (rc)
+		return rc;
+	rc = usmc_rx_view(sk, head, prod) ? 0 : -EPROTO;
+	usmc_family_unlock(&sk->sh->rx_lock);
+	return rc;
+}
+
+/*
  * MIGRATING, before a receive: our queued bytes go out on TCP first (the
  * peer may wait for them before it answers), without ever blocking on
  * them while the peer's bytes wait for us (both ends sending first would
@@ -110,12 +127,13 @@ static int migrate_rx_ready(struct usmc_sock *sk, int fd, bool nonblock, int *ti
 			 * ring is read again (rx loop), nor waited for here. */
 			if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
 				return -ECONNRESET;
-			if (!usmc_rx_view(sk, &head, &prod)) {
+			rc = usmc_rx_view_locked(sk, &head, &prod);
+			if (rc == -EPROTO) {
 				usmc_sock_abort(sk, USMC_A_PROTOCOL);
 				return -ECONNRESET;
 			}
-			if (head != prod)
-				return 0;
+			if (rc || head != prod)
+				return 0;	/* read the ring (under the lock) */
 		}
 		if (sk->tx_done) {
 			usmc_migrate_finish(sk);

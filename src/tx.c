@@ -336,6 +336,8 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 				return -errno;
 			rc = usmc_sock_connect_done(sk, fd);
 		}
+		if (rc == USMC_CONNECT_FAILED)
+			return USMC_PASS;	/* the kernel reports the error */
 		if (rc)
 			return rc;
 	}

@@ -133,6 +133,11 @@ void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
 	char c;
 	ssize_t n;
 
+	/* A connect that failed reports it here too (POLLERR/EPOLLERR), and
+	 * a peek would take the kernel's pending error: settle the connect
+	 * first, so the application's SO_ERROR still finds it. */
+	if (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd))
+		return;
 	while (!sk_flag(sk, SKF_TCP_EOF)) {
 		/* The client's wake byte comes first on TCP: a descriptor
 		 * nobody else can have reused gives it up without a look. */

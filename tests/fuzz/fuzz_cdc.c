@@ -440,8 +440,9 @@ static void app_rx(struct conn *c, struct fz *f)
 	if (r > 0) {
 		check_rx_bytes(c, &v, buf, (size_t)r);
 		if (!peek)
-			FZ_CHECK(LOAD_RELAXED(&sk->rx_c->cons) == v.head + (uint64_t)r,
-				 "cons not advanced by what was read");
+			FZ_CHECK(LOAD_RELAXED(&sk->rx_c->cons) == v.head + (uint64_t)r &&
+				 LOAD_RELAXED(&sk->sh->rx_cons) == v.head + (uint64_t)r,
+				 "cons not advanced by what was read (line and copy)");
 	}
 	if (strict && !v.ok)
 		check_reset(flags0, r, "recv");

@@ -384,6 +384,37 @@ static void refused_s(struct ctx *c)
 	close(c->fd);
 }
 
+/*
+ * Refused while a usmc listener is registered for the port: the listener
+ * shuts its socket down (Linux then refuses connections; the registration
+ * stays), so the client proposes and the kernel refuses.  epoll reports
+ * it, and SO_ERROR must still tell ECONNREFUSED, once.
+ */
+static void refused_reg_s(struct ctx *c)
+{
+	say(c, "shutdown listener=%s", RV(shutdown(c->lfd, SHUT_RDWR)));
+	t_sync_send(c->sync, "R", 1);
+}
+
+static void refused_reg_c(struct ctx *c)
+{
+	struct sockaddr_in a = t_addr(c->port);
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN }, out = { 0 };
+	int ep = t_ok(epoll_create1(0));
+	int fd = t_ok(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+	int n;
+
+	t_sync_wait(c->sync);
+	say(c, "connect=%s", RV(connect(fd, (struct sockaddr *)&a, sizeof(a))));
+	t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	n = epoll_wait(ep, &out, 1, 5000);
+	say(c, "epoll_wait=%d events=%#x", n, n == 1 ? out.events : 0);
+	say(c, "so_error=%s", t_errname(so_error(fd)));
+	say(c, "so_error=%s", t_errname(so_error(fd)));
+	close(fd);
+	close(ep);
+}
+
 /* Calls on a socket that never connected. */
 static void unconnected_c(struct ctx *c)
 {

@@ -579,6 +579,12 @@ static void victim_round(int sv, int vlfd, uint16_t vport, int num, uint8_t *buf
 		t_fail("round %d (%s): the connection ended with %s", num, classes[r.cls].name,
 		       outcome_name(out));
 	}
+	/* Our own lines are never read back: writes there are no violation
+	 * of ours to find (it is the peer's reset that ends the round). */
+	if ((r.cls == C_OWN_PROD || r.cls == C_OWN_CONS) &&
+	    !strcmp(conn_field(fd, "abort", m, sizeof(m)), "protocol_violation"))
+		t_fail("round %d (%s): reset as a protocol violation: our own cursors were read "
+		       "back from shared memory", num, classes[r.cls].name);
 	if (r.cls == C_RESET_PROBE) {
 		ssize_t n;
 

@@ -23,6 +23,7 @@
 #include "t_diff.h"
 
 #include <linux/sockios.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 
@@ -238,6 +239,8 @@ static const struct scenario scenarios[] = {
 	  2 * WRITE_CLOSE_N },
 	{ "early_data", early_data_s, early_data_c, S_OWN_ACCEPT, 2 },
 	{ "refused", refused_s, refused_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
+	/* 1: the client counts its endpoint once its proposal is posted. */
+	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 1 },
 	{ "unconnected", NULL, unconnected_c, NO_SERVER | C_OWN_CONNECT, 0 },
 	{ "timeo", timeo_s, timeo_c, 0, 2 },
 	{ "shut_rd", shut_rd_s, shut_rd_c, 0, 2 },
