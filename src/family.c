@@ -138,7 +138,6 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		STORE_RELAXED(&sh->reason, 0);
 		STORE_RELAXED(&sh->flags, 0);
 		STORE_RELAXED(&sh->abort, 0);
-		STORE_RELAXED(&sh->so_error, 0);
 		sh->data_rung = sh->space_rung = 0;
 		STORE_RELAXED(&sh->spin_ns, 0);
 		STORE_RELAXED(&sh->bell_owner, 0);

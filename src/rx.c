@@ -228,8 +228,7 @@ migrating:
 			if (peek || !total)
 				break;
 			/* Release: our copy-out finished before the writer may reuse it. */
-			STORE_RELEASE(&sk->rx_c->cons, head + n);
-			STORE_RELAXED(&sk->sh->rx_cons, head + n);
+			usmc_rx_publish(sk, head + n);
 			usmc_kick_space(sk);
 			if (done == total || !waitall)
 				break;
@@ -362,8 +361,7 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 			}
 			r = sys_write(out_fd, sk->rx_ring + (head & (sk->size - 1)), n);
 			if (r > 0) {
-				STORE_RELEASE(&sk->rx_c->cons, head + (uint64_t)r);
-				STORE_RELAXED(&sk->sh->rx_cons, head + (uint64_t)r);
+				usmc_rx_publish(sk, head + (uint64_t)r);
 				usmc_kick_space(sk);
 				STAT_ADD(rx_bytes, r);
 				STAT_INC(rx_calls);

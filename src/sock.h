@@ -83,7 +83,6 @@ struct usmc_sock_sh {
 	_Atomic uint32_t reason;	/* enum usmc_reason (TCP / MIGRATING) */
 	_Atomic uint32_t flags;		/* SKF_* */
 	_Atomic uint32_t abort;		/* enum usmc_abort */
-	_Atomic int32_t so_error;	/* pending SO_ERROR (positive errno) */
 	uint32_t data_rung;		/* peer data_armed value last rung (tx_lock) */
 	uint32_t space_rung;		/* peer space_armed value last rung (rx_lock) */
 	uint64_t tx_cons;		/* the peer's cons as the sender last loaded it (tx_lock), */
@@ -198,6 +197,29 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 
 	*prod = p;
 	return ring_view(cons, skip, p, sk->size, head);
+}
+
+/*
+ * Our cursors go out in pairs: the line, for the peer (release: the bytes
+ * or the free space they cover come first), and our own copy, the only one
+ * we read back (sh).  Callers hold tx_lock / rx_lock.
+ */
+static inline void usmc_tx_publish(struct usmc_sock *sk, uint64_t prod)
+{
+	STORE_RELEASE(&sk->tx_p->prod, prod);
+	STORE_RELAXED(&sk->sh->tx_prod, prod);
+}
+
+static inline void usmc_tx_publish_skip(struct usmc_sock *sk, uint64_t skip)
+{
+	STORE_RELEASE(&sk->tx_p->skip_to, skip);
+	STORE_RELAXED(&sk->sh->tx_skip, skip);
+}
+
+static inline void usmc_rx_publish(struct usmc_sock *sk, uint64_t cons)
+{
+	STORE_RELEASE(&sk->rx_c->cons, cons);
+	STORE_RELAXED(&sk->sh->rx_cons, cons);
 }
 
 static inline bool usmc_tx_view(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)

@@ -55,8 +55,7 @@ static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 	if (*head != *prod || !(*prod & (sk->size - 1)))
 		return;
 	*prod = *head = ring_rewind(*prod, sk->size);
-	STORE_RELEASE(&sk->tx_p->skip_to, *prod);
-	STORE_RELAXED(&sk->sh->tx_skip, *prod);
+	usmc_tx_publish_skip(sk, *prod);
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
 	sk->sh->tx_cons_at = *prod;
 }
@@ -395,8 +394,7 @@ moved:
 				continue;
 			}
 			/* Publish after the copy; pairs with the reader's acquire. */
-			STORE_RELEASE(&sk->tx_p->prod, prod + n);
-			STORE_RELAXED(&sk->sh->tx_prod, prod + n);
+			usmc_tx_publish(sk, prod + n);
 			done += n;
 			/* Also while PROPOSED: the server may have accepted and
 			 * be asleep on its first read already. */
@@ -506,8 +504,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		}
 		if (off)
 			*off += r;
-		STORE_RELEASE(&sk->tx_p->prod, prod + (uint64_t)r);
-		STORE_RELAXED(&sk->sh->tx_prod, prod + (uint64_t)r);
+		usmc_tx_publish(sk, prod + (uint64_t)r);
 		done += (size_t)r;
 		usmc_kick_data(sk);
 	}

@@ -233,7 +233,6 @@ static void conn_setup(struct conn *c, struct fz *f)
 	STORE_RELAXED(&sk->sh->flags, SKF_NONBLOCK);
 	STORE_RELAXED(&sk->sh->abort, USMC_A_NONE);
 	STORE_RELAXED(&sk->sh->reason, USMC_R_NONE);
-	STORE_RELAXED(&sk->sh->so_error, 0);
 	sk->sh->data_rung = sk->sh->space_rung = 0;
 	STORE_RELAXED(&sk->sh->tx_hw, hw ? (uint32_t)(((uint64_t)size * hw) >> 8) : size);
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
