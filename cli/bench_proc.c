@@ -376,6 +376,11 @@ int bench_usmc_check(const char *rundir, struct bench_check *c)
 	c->handshake_errors = json_u64(js, "handshake_errors");
 	c->tx_bytes = json_u64(js, "tx_bytes");
 	c->rx_bytes = json_u64(js, "rx_bytes");
+	c->tx_calls = json_u64(js, "tx_calls");
+	c->rx_calls = json_u64(js, "rx_calls");
+	c->doorbells = json_u64(js, "doorbells");
+	c->sleeps = json_u64(js, "sleeps");
+	c->spin_hits = json_u64(js, "spin_hits");
 	json_obj(js, "tcp_fallback", c->fallback, sizeof(c->fallback));
 	json_obj(js, "aborts", c->aborts, sizeof(c->aborts));
 	c->ok = c->smc_conns > 0 && c->tcp_conns == 0 && !c->fallback[0];

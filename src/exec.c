@@ -13,8 +13,8 @@
  *   USMC_INHERIT=1,<family fd>;C,<fd>,<role>,<mode>,<sh>,<lgr>,<slot>,<gen>,
  *                <ln>,<ln fd>,<tcp mark>,<owner fd>,<local>,<peer>;L,<fd>,<sh>,
  *                <ln>,<ln fd>,<reg idx>,<bound>
- * Not covered: posix_spawn() and system(), whose exec inside glibc cannot be
- * interposed (docs/design.md, limits).
+ * vfork() is fork() here (below).  Not covered: posix_spawn() and system(),
+ * whose exec inside glibc cannot be interposed (docs/design.md, limits).
  */
 #include "af_usmc.h"
 #include "fdtab.h"
@@ -145,8 +145,10 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	memset(c, 0, sizeof(*c));
 	if (usmc_family_fd() < 0)
 		return NULL;
-	/* After vfork() (no atfork handlers) this is the parent's memory:
-	 * from now on it locks every socket the new image may adopt. */
+	/* A child made with clone(CLONE_VM) by a spawning library other than
+	 * glibc's (no atfork handlers; our vfork() is a fork) runs this in its
+	 * parent's memory: from now on it locks every socket the new image
+	 * may adopt. */
 	usmc_family_before_fork();
 	c->plain = !preload_has_usmc(envp);
 	if (c->plain) {
@@ -245,6 +247,32 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	real_fexecve(fd, argv, env);
 	exec_undo(&c, env);
 	return -1;
+}
+
+/*
+ * vfork(): the child borrows this process's memory until it execs or
+ * exits, and every call it makes through us before that (close_range,
+ * dup2, close, execve: what a spawning library does there) would update
+ * the parent's descriptor table, reference counts and rings as if they
+ * were its own: Python's subprocess, closing the child's descriptors,
+ * reset every accelerated connection of its parent.  POSIX allows vfork()
+ * to be fork(), and so it is here: the child gets its own copy, the
+ * atfork handlers count its references as for any fork, and an exec
+ * hands its sockets over as after fork().  Not covered: a child that
+ * reports back through the memory it assumes it shares (it writes its
+ * own copy), and glibc's posix_spawn()/system(), whose child calls
+ * nothing of ours.
+ */
+EXPORT pid_t vfork(void)
+{
+	return fork();
+}
+
+pid_t __vfork(void);
+
+EXPORT pid_t __vfork(void)
+{
+	return fork();
 }
 
 EXPORT int execv(const char *path, char *const argv[])

@@ -22,6 +22,14 @@
  *   exec_plain     the same program exec'ed without libusmc: the transfer
  *                  must complete (the connection works or was kept on TCP),
  *                  never hang
+ *   vfork_spawn    what a spawning library does between vfork() and exec
+ *                  (Python's subprocess): the child closes every descriptor
+ *                  above 2 with close_range() and exits; then it closes the
+ *                  server end, keeps the client end and execs the exec-peer.
+ *                  The parent's connections must not notice the first
+ *                  child, and the second must serve the connection (the
+ *                  child shares the parent's memory until it execs: what it
+ *                  does through libusmc must not happen to the parent)
  *   threads        one thread sends while another receives on the same fd,
  *                  on both ends, every byte checked
  *   writer_threads two threads write records to one connection at once:
@@ -373,6 +381,55 @@ static void check_exec_usmc(void)
 	exec_check(true);
 }
 
+static void check_vfork_spawn(void)
+{
+	int c, s, c2, s2;
+	pid_t kid;
+	char b[16];
+
+	t_pair_smc(&c, &s);
+	t_pair_smc(&c2, &s2);
+	kid = vfork();
+	if (kid < 0)
+		t_fail("vfork: %s", strerror(errno));
+	if (kid == 0) {
+		close_range(3, ~0U, 0);
+		_exit(0);
+	}
+	t_wait_child(kid, "vfork child (close_range)");
+	xfer(c2, s2, "after the vfork child");
+	xfer(s2, c2, "and back");
+	t_assert_smc(c2);
+	t_assert_smc(s2);
+	close(c2);
+	expect_eof(s2);
+	close(s2);
+
+	kid = vfork();
+	if (kid < 0)
+		t_fail("vfork: %s", strerror(errno));
+	if (kid == 0) {
+		char fdstr[16];
+		char *argv[] = { (char *)"t_fork", (char *)"exec-peer", fdstr, NULL };
+
+		close(s);
+		snprintf(fdstr, sizeof(fdstr), "%d", c);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	/* The parent lets go of the child's end at once, as spawners do. */
+	close(c);
+	t_read_all(s, b, 15);
+	t_assert(!memcmp(b, "hello from exec", 15), "greeting");
+	t_write_all(s, "ping", 4);
+	t_read_all(s, b, 4);
+	t_assert(!memcmp(b, "ping", 4), "echo");
+	t_recv_pat(s, 99, 300000);
+	shutdown(s, SHUT_WR);
+	t_wait_child(kid, "vfork'ed exec peer");
+	close(s);
+}
+
 static void check_exec_plain(void)
 {
 	struct t_stats before = { 0 };
@@ -662,6 +719,7 @@ static const struct t_check checks[] = {
 	{ "shared_writer", check_shared_writer },
 	{ "exec_usmc", check_exec_usmc },
 	{ "exec_plain", check_exec_plain },
+	{ "vfork_spawn", check_vfork_spawn },
 	{ "threads", check_threads },
 	{ "writer_threads", check_writer_threads },
 	{ "writer_procs", check_writer_procs },
