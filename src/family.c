@@ -193,9 +193,10 @@ int usmc_family_lock_slow(struct usmc_flock *l)
 /*
  * Every socket made so far may now be reached from two processes: before
  * fork() (atfork prepare) and before an exec that hands sockets over
- * (exec.c; in a clone(CLONE_VM) child that writes the parent's memory).  Not covered: a
- * fork from a signal handler that interrupted a send holding a lock taken
- * without the mutex; the child would go on inside that send.
+ * (exec.c; in a clone(CLONE_VM) child that writes the parent's memory).
+ * Not covered: a fork from a signal handler that interrupted a send
+ * holding a lock taken without the mutex; the child would go on inside
+ * that send.
  */
 void usmc_family_before_fork(void)
 {
