@@ -330,7 +330,8 @@ def write_doc(prog, bench, docdir, files, final):
             md.extend(fl)
             add("")
             if extra:
-                add("; ".join(extra) + ".")
+                add("; ".join(extra) + ".  Where the latency above the floor goes, and "
+                    "what was tried: [perf/floor-gap.md](perf/floor-gap.md).")
                 add("")
         if b.get("failures"):
             add("Failures: " + "; ".join(str(f) for f in b["failures"]))
