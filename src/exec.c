@@ -84,13 +84,8 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	if (c->plain) {
 		/* The new program will not have libusmc: its connections
 		 * continue on TCP, every byte in order (migrate.c). */
-		if (sk->kind == SK_CONN) {
-			if (sk_mode(sk) == USMC_MODE_UNDECIDED)
-				usmc_server_resolve(sk, fd, true);
-			if (sk_mode(sk) == USMC_MODE_MIGRATING)
-				usmc_migrate_pump(sk, fd, true);
-			usmc_conn_to_tcp(sk, fd, USMC_R_EXEC_PLAIN);
-		}
+		if (sk->kind == SK_CONN)
+			usmc_conn_leave(sk, fd, USMC_R_EXEC_PLAIN);
 		return;
 	}
 	if (sk->kind == SK_LISTEN && sk->lst) {

@@ -124,6 +124,20 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 }
 
 /*
+ * A connection that must be plain TCP from now on (exec without libusmc,
+ * posix_spawn): settle what cannot travel half-done, then leave shared
+ * memory.
+ */
+void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason)
+{
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	if (sk_mode(sk) == USMC_MODE_MIGRATING)
+		usmc_migrate_pump(sk, fd, true);
+	usmc_conn_to_tcp(sk, fd, reason);
+}
+
+/*
  * We leave shared memory (exec without libusmc, or an option SMC cannot
  * honour).  What the peer sent and we did not read, it sends again on TCP;
  * what we sent and it did not read, it still reads from the ring.

@@ -94,6 +94,23 @@ static bool poll_undecided_moved(struct pollfd *fds, nfds_t n)
 	return moved;
 }
 
+/*
+ * A connection left shared memory while we looked (its peer moved it to
+ * TCP and a refresh followed): from now on only the kernel knows whether
+ * it is readable, so the set is built again with it as a plain socket.
+ * A connection leaves once and never comes back: this restarts at most
+ * once per connection.
+ */
+static bool poll_left_shm(const struct pent *ent, int nent)
+{
+	int i;
+
+	for (i = 0; i < nent; i++)
+		if (!usmc_poll_translated(ent[i].sk))
+			return true;
+	return false;
+}
+
 int usmc_poll(struct pollfd *fds, nfds_t n, int timeout, const sigset_t *mask, bool use_mask)
 {
 	struct pent stack_ent[POLL_STACK], *ent = stack_ent;
@@ -274,7 +291,8 @@ restart:
 				usmc_check_tcp(sk, p->fd);
 			p->revents = usmc_poll_revents(sk, p->fd, p->events);
 		}
-		if (undecided && poll_undecided_moved(fds, n) && restarts++ < 8) {
+		if (poll_left_shm(ent, nent) ||
+		    (undecided && poll_undecided_moved(fds, n) && restarts++ < 8)) {
 			for (i = 0; i < nent; i++)
 				usmc_sock_put(ent[i].sk);
 			if (ent != stack_ent)

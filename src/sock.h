@@ -402,6 +402,7 @@ int usmc_migrate_declined(struct usmc_sock *sk);
 /* Last close of a migrating (or declined) connection: our queued bytes. */
 void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
+void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);

@@ -35,6 +35,7 @@ static const struct {
 	[USMC_R_EXEC_PLAIN]	= { "exec_without_usmc", "handed to a program without libusmc" },
 	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP" },
 	[USMC_R_INTERNAL]	= { "internal_error", "internal error" },
+	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn" },
 };
 
 const char *usmc_reason_name(int r)

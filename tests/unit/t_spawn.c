@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_spawn.c - children that glibc's posix_spawn() starts (their file
+ * actions and exec run inside glibc, without libusmc), and poll() on a
+ * connection whose peer moves it to TCP.
+ *
+ *   spawn_dup2     a connection handed to a posix_spawn child by a dup2
+ *                  file action (this program, role peer, serves it) while
+ *                  the parent closes its copy at once: it moves to TCP
+ *                  before the spawn (spawned_child at our end,
+ *                  peer_moved_to_tcp at the other), every byte in order,
+ *                  nothing lost, EOF only when the child closes
+ *   spawn_stdio    the same with the connection as the child's stdin and
+ *                  stdout (role stdio: it writes, then copies 9 bytes from
+ *                  stdin to stderr), a close-on-exec one
+ *   spawn_keep     connections without a file action stay on shared
+ *                  memory around a spawn: close-on-exec ones, one merely
+ *                  inherited (not covered if the child used it), one whose
+ *                  dup2 was recorded for a destroyed file-actions object
+ *   poll_follow    poll() asleep on a connection when its peer moves it
+ *                  to TCP (exec of a program without libusmc): the TCP
+ *                  bytes that follow must wake it (poll kept computing
+ *                  the connection's readiness from the rings, and timed
+ *                  out with the bytes waiting)
+ *
+ * usage: t_spawn [check...]
+ */
+#include "t_util.h"
+
+#include <spawn.h>
+
+extern char **environ;
+
+/* The child's side: greet, echo four bytes, send a pattern, wait for EOF. */
+static int peer(int fd)
+{
+	char buf[64];
+	ssize_t n;
+
+	t_write_all(fd, "hello from child", 16);
+	n = recv(fd, buf, 4, MSG_WAITALL);
+	if (n != 4)
+		t_fail("peer: recv %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	t_write_all(fd, buf, 4);
+	t_send_pat(fd, 42, 300000);
+	n = read(fd, buf, sizeof(buf));
+	if (n != 0)
+		t_fail("peer: expected EOF, read %zd", n);
+	close(fd);
+	return 0;
+}
+
+static void recv_exact(int fd, const char *want, size_t n)
+{
+	char buf[64];
+
+	t_read_all(fd, buf, n);
+	if (memcmp(buf, want, n))
+		t_fail("fd %d: \"%.*s\", expected \"%s\"", fd, (int)n, buf, want);
+}
+
+/* Role stdio: greet on stdout, copy 9 bytes of stdin to stderr. */
+static int stdio_peer(void)
+{
+	char b[9];
+
+	t_write_all(1, "from the child", 14);
+	t_read_all(0, b, sizeof(b));
+	t_write_all(2, b, sizeof(b));
+	return 0;
+}
+
+/* Wait for fd to be readable as the application would, with poll(). */
+static void poll_in(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int rc = poll(&p, 1, 10000);
+
+	if (rc != 1 || !(p.revents & POLLIN))
+		t_fail("poll on fd %d: rc %d revents 0x%x (bytes are on their way)", fd, rc,
+		       p.revents);
+}
+
+/* Our side of the conversation with peer(); polls before every read. */
+static void talk(int s, pid_t kid)
+{
+	char b[16], mode[16];
+
+	poll_in(s);
+	t_read_all(s, b, 16);
+	t_assert(!memcmp(b, "hello from child", 16), "greeting");
+	t_write_all(s, "ping", 4);
+	poll_in(s);
+	t_read_all(s, b, 4);
+	t_assert(!memcmp(b, "ping", 4), "echo");
+	poll_in(s);
+	t_recv_pat(s, 42, 300000);
+	if (t_accel())
+		t_assert(!strcmp(t_fd_mode(s, mode, sizeof(mode)), "TCP"),
+			 "our end moved to TCP (mode \"%s\")", mode);
+	shutdown(s, SHUT_WR);
+	t_wait_child(kid, "child");
+	close(s);
+}
+
+static pid_t spawn_peer(int child_fd, const posix_spawn_file_actions_t *fa)
+{
+	char fdstr[16];
+	char *argv[] = { (char *)"t_spawn", (char *)"peer", fdstr, NULL };
+	pid_t pid;
+	int rc;
+
+	snprintf(fdstr, sizeof(fdstr), "%d", child_fd);
+	rc = posix_spawn(&pid, "/proc/self/exe", fa, NULL, argv, environ);
+	if (rc)
+		t_fail("posix_spawn: %s", strerror(rc));
+	return pid;
+}
+
+static void check_spawn_dup2(void)
+{
+	posix_spawn_file_actions_t fa;
+	int c, s;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_adddup2(&fa, c, 77), "adddup2");
+	kid = spawn_peer(77, &fa);
+	posix_spawn_file_actions_destroy(&fa);
+	close(c);	/* the child's copy keeps the connection */
+	talk(s, kid);
+	t_tcp_conns = 2;	/* spawned_child here, peer_moved_to_tcp there */
+}
+
+static void check_spawn_stdio(void)
+{
+	char *argv[] = { (char *)"t_spawn", (char *)"stdio", NULL };
+	posix_spawn_file_actions_t fa;
+	int c, s, err[2];
+	char b[16];
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(c, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	t_ok(pipe2(err, O_CLOEXEC));
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_adddup2(&fa, c, 0) &&
+		 !posix_spawn_file_actions_adddup2(&fa, c, 1) &&
+		 !posix_spawn_file_actions_adddup2(&fa, err[1], 2), "adddup2");
+	t_assert(!posix_spawn(&kid, "/proc/self/exe", &fa, NULL, argv, environ), "posix_spawn");
+	posix_spawn_file_actions_destroy(&fa);
+	close(c);
+	close(err[1]);
+	poll_in(s);
+	recv_exact(s, "from the child", 14);
+	t_write_all(s, "to the ch", 9);	/* all of it: unread bytes would make its close an RST */
+	t_read_all(err[0], b, 9);
+	t_assert(!memcmp(b, "to the ch", 9), "the child read \"%.9s\"", b);
+	t_wait_child(kid, "stdio child");
+	close(err[0]);
+	t_assert(read(s, b, 1) == 0, "EOF once the child is gone");
+	close(s);
+	t_tcp_conns = 2;
+}
+
+static void check_spawn_keep(void)
+{
+	char *argv[] = { (char *)"t_spawn", (char *)"nop", NULL };
+	posix_spawn_file_actions_t fa;
+	int c, s, c2, s2;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_pair_smc(&c2, &s2);
+	t_ok(fcntl(c, F_SETFD, 0));	/* inherited, unused by the child */
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(c2, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(s2, F_SETFD, FD_CLOEXEC));
+	/* A dup2 action recorded for another object, and one destroyed. */
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_adddup2(&fa, c2, 60), "adddup2");
+	posix_spawn_file_actions_destroy(&fa);
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_addclose(&fa, 60), "addclose");
+	t_assert(!posix_spawnp(&kid, "/proc/self/exe", &fa, NULL, argv, environ), "posix_spawnp");
+	posix_spawn_file_actions_destroy(&fa);
+	t_wait_child(kid, "nop child");
+	t_write_all(c, "after the spawn", 15);
+	t_write_all(s2, "and here", 8);
+	recv_exact(s, "after the spawn", 15);
+	recv_exact(c2, "and here", 8);
+	t_assert_smc(c);
+	t_assert_smc(s);
+	t_assert_smc(c2);
+	t_assert_smc(s2);
+	close(c);
+	close(s);
+	close(c2);
+	close(s2);
+}
+
+static void check_poll_follow(void)
+{
+	int c, s;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		char fdstr[16];
+		char *argv[] = { (char *)"t_spawn", (char *)"peer", fdstr, NULL };
+
+		close(s);
+		snprintf(fdstr, sizeof(fdstr), "%d", c);
+		unsetenv("LD_PRELOAD");
+		/* Let the parent fall asleep in poll() first: the move to
+		 * TCP happens inside execv() (exec.c). */
+		usleep(100000);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(c);
+	talk(s, kid);
+	t_tcp_conns = 2;	/* exec_without_usmc there, peer_moved_to_tcp here */
+}
+
+static const struct t_check checks[] = {
+	{ "spawn_dup2", check_spawn_dup2 },
+	{ "spawn_stdio", check_spawn_stdio },
+	{ "spawn_keep", check_spawn_keep },
+	{ "poll_follow", check_poll_follow },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_spawn";
+	if (argc == 3 && !strcmp(argv[1], "peer"))
+		return peer(atoi(argv[2]));
+	if (argc == 2 && !strcmp(argv[1], "stdio"))
+		return stdio_peer();
+	if (argc == 2 && !strcmp(argv[1], "nop"))
+		return 0;
+	signal(SIGPIPE, SIG_IGN);
+	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
+}
