@@ -22,7 +22,6 @@
  */
 #include "af_usmc.h"
 #include "fdtab.h"
-#include "log.h"
 #include "sock.h"
 
 #include <dlfcn.h>
