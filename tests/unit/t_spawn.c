@@ -22,12 +22,15 @@
  *                  bytes that follow must wake it (poll kept computing
  *                  the connection's readiness from the rings, and timed
  *                  out with the bytes waiting)
+ *   epoll_follow   the same with epoll_wait(), level-triggered
+ *   epoll_follow_et  and edge-triggered
  *
  * usage: t_spawn [check...]
  */
 #include "t_util.h"
 
 #include <spawn.h>
+#include <sys/epoll.h>
 
 extern char **environ;
 
@@ -70,12 +73,33 @@ static int stdio_peer(void)
 	return 0;
 }
 
-/* Wait for fd to be readable as the application would, with poll(). */
+/* An epoll instance talk() waits on instead of poll(), or -1, and
+ * whether it is edge-triggered. */
+static int talk_ep = -1;
+static bool talk_et;
+
+/* Wait for fd to be readable as the application would: poll(), or
+ * epoll_wait() on talk_ep. */
 static void poll_in(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int rc = poll(&p, 1, 10000);
+	struct epoll_event ev;
+	int rc;
 
+	if (talk_ep >= 0) {
+		char b;
+
+		/* Edge-triggered: what already arrived raises no new edge, so
+		 * an application drains first, as here. */
+		if (talk_et && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+			return;
+		rc = epoll_wait(talk_ep, &ev, 1, 10000);
+		if (rc != 1 || !(ev.events & EPOLLIN))
+			t_fail("epoll_wait for fd %d: rc %d events 0x%x (bytes are on their way)",
+			       fd, rc, rc == 1 ? ev.events : 0);
+		return;
+	}
+	rc = poll(&p, 1, 10000);
 	if (rc != 1 || !(p.revents & POLLIN))
 		t_fail("poll on fd %d: rc %d revents 0x%x (bytes are on their way)", fd, rc,
 		       p.revents);
@@ -202,12 +226,19 @@ static void check_spawn_keep(void)
 	close(s2);
 }
 
-static void check_poll_follow(void)
+static void follow(uint32_t epoll_events)
 {
 	int c, s;
 	pid_t kid;
 
 	t_pair_smc(&c, &s);
+	if (epoll_events) {
+		struct epoll_event ev = { .events = epoll_events, .data.fd = s };
+
+		talk_ep = t_ok(epoll_create1(EPOLL_CLOEXEC));
+		talk_et = epoll_events & EPOLLET;
+		t_ok(epoll_ctl(talk_ep, EPOLL_CTL_ADD, s, &ev));
+	}
 	kid = t_fork_helper();
 	if (kid == 0) {
 		char fdstr[16];
@@ -225,6 +256,24 @@ static void check_poll_follow(void)
 	close(c);
 	talk(s, kid);
 	t_tcp_conns = 2;	/* exec_without_usmc there, peer_moved_to_tcp here */
+	if (talk_ep >= 0)
+		close(talk_ep);
+	talk_ep = -1;
+}
+
+static void check_poll_follow(void)
+{
+	follow(0);
+}
+
+static void check_epoll_follow(void)
+{
+	follow(EPOLLIN);
+}
+
+static void check_epoll_follow_et(void)
+{
+	follow(EPOLLIN | EPOLLET);
 }
 
 static const struct t_check checks[] = {
@@ -232,6 +281,8 @@ static const struct t_check checks[] = {
 	{ "spawn_stdio", check_spawn_stdio },
 	{ "spawn_keep", check_spawn_keep },
 	{ "poll_follow", check_poll_follow },
+	{ "epoll_follow", check_epoll_follow },
+	{ "epoll_follow_et", check_epoll_follow_et },
 };
 
 int main(int argc, char **argv)
