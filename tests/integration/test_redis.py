@@ -8,12 +8,12 @@ import pytest
 from . import helpers as h
 
 
-def start_redis(procs, rundir, usmc=True):
+def start_redis(procs, rundir, usmc=True, extra=()):
     env = rundir.env(debug=usmc)
     return h.start_server(
         procs, "redis-server",
         lambda p: ["redis-server", "--save", "", "--appendonly", "no", "--port", p,
-                   "--bind", "127.0.0.1"],
+                   "--bind", "127.0.0.1", *extra],
         env, usmc=usmc)
 
 
@@ -86,3 +86,38 @@ def test_redis_cli_data_integrity(rundir, procs):
     # Five redis-cli invocations, one connection each.
     st = rundir.settle(h.accel_pred(5))
     h.assert_accelerated(st, clients=5, diag=server.diag())
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_redis_replication(rundir, procs, tmp_path):
+    """A replica (a redis-server that connects to its master) under usmc:
+    a diskless full sync of 20000 keys, then the live command stream; the
+    replica's copy must match, and the replication link is on shared
+    memory like every client."""
+    master, mport = start_redis(procs, rundir, extra=("--repl-diskless-sync", "yes",
+                                                      "--repl-diskless-sync-delay", "0"))
+    lines = b"".join(b"SET key:%d %s\n" % (i, h.random_bytes(40, seed=i).hex().encode())
+                     for i in range(20000))
+    out = redis_cli(procs, rundir, mport, "--pipe", input_bytes=lines, name="fill")
+    assert b"errors: 0, replies: 20000" in out, out
+    env = rundir.env(debug=True)
+    replica, rport = h.start_server(
+        procs, "redis-replica",
+        lambda p: ["redis-server", "--save", "", "--appendonly", "no", "--port", p,
+                   "--bind", "127.0.0.1", "--dir", str(tmp_path),
+                   "--replicaof", "127.0.0.1", mport],
+        env)
+    more = b"".join(b"SET live:%d %d\n" % (i, i * i) for i in range(2000))
+    out = redis_cli(procs, rundir, mport, "--pipe", input_bytes=more, name="live")
+    assert b"errors: 0, replies: 2000" in out, out
+    assert redis_cli(procs, rundir, mport, "WAIT", "1", "10000") == b"1\n"
+    assert redis_cli(procs, rundir, rport, "DBSIZE") == b"22000\n"
+    for i in (0, 12345, 19999):
+        assert (redis_cli(procs, rundir, rport, "GET", "key:%d" % i) ==
+                h.random_bytes(40, seed=i).hex().encode() + b"\n")
+    assert redis_cli(procs, rundir, rport, "GET", "live:1999") == b"%d\n" % (1999 * 1999)
+    info = redis_cli(procs, rundir, rport, "INFO", "replication").decode()
+    assert "master_link_status:up" in info, info
+    # fill, live, WAIT, DBSIZE, 3 GETs, GET, INFO: 9 clients, plus the replica.
+    st = rundir.settle(h.accel_pred(10))
+    h.assert_accelerated(st, clients=10, diag=master.diag() + replica.diag())
