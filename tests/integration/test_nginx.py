@@ -218,3 +218,72 @@ def test_nginx_workers_other_user(rundir, procs, tmp_path, www):
         assert st["smc_client"] == 0, msg
     finally:
         shutil.rmtree(pub, ignore_errors=True)
+
+
+PROXY_CONF = """\
+daemon off;
+master_process on;
+user root;
+worker_processes 2;
+pid {tmp}/nginx-proxy.pid;
+error_log stderr info;
+events {{ use epoll; worker_connections 512; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    default_type application/octet-stream;
+    sendfile on;
+    upstream back {{ server 127.0.0.1:{back}; keepalive 8; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://back;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering {buffering};
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{back};
+        root {root};
+    }}
+}}
+"""
+
+
+@pytest.mark.timeout(180, method="signal")
+@pytest.mark.parametrize("buffering", ["on", "off"])
+def test_nginx_reverse_proxy(rundir, procs, tmp_path, www, buffering):
+    """nginx as a reverse proxy to an upstream (itself, on a second port)
+    with a keep-alive pool: its workers are usmc clients too (non-blocking
+    connect, epoll, upstream connections reused across requests).  Every
+    hop on shared memory, every body byte-exact."""
+    conf_dir = tmp_path / "proxy"
+    conf_dir.mkdir()
+
+    def argv(port):
+        conf = conf_dir / ("nginx-%d.conf" % port)
+        conf.write_text(PROXY_CONF.format(tmp=conf_dir, port=port, back=h.free_port(),
+                                          root=www["dir"], buffering=buffering))
+        return ["nginx", "-c", conf, "-p", conf_dir, "-e", "stderr"]
+
+    server, port = h.start_server(procs, "nginx-proxy", argv, rundir.env(debug=True))
+    url = "http://127.0.0.1:%d/index.html" % port
+    outs = [tmp_path / ("px%d.out" % i) for i in range(4)]
+    curl(procs, rundir, ["-o", outs[0], url, "-o", outs[1], "http://127.0.0.1:%d/big.bin" % port,
+                         "-o", outs[2], url])
+    curl(procs, rundir, ["-H", "Connection: close", "-o", outs[3], url], name="curl-close")
+    assert outs[0].read_bytes() == www["index"] and outs[2].read_bytes() == www["index"]
+    assert outs[3].read_bytes() == www["index"]
+    assert sha256_file(outs[1]) == www["big_sha"]
+    p = procs.run("wrk", ["wrk", "-t1", "-c8", "-d1s", url], rundir.env(), timeout=60)
+    assert parse_wrk(p.text()) > 0 and "Socket errors" not in p.text(), p.text()
+    # curl twice, wrk's probe and its 8, and the proxy's upstream connections.
+    st = rundir.settle(h.accel_pred(12))
+    h.assert_accelerated(st, min_clients=12, diag=server.diag())
+    assert st["aborts"] == {}, h.fmt_stat(st)
+    assert st["tx_bytes"] >= 2 * BIG, h.fmt_stat(st)
