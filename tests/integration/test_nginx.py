@@ -280,10 +280,15 @@ def test_nginx_reverse_proxy(rundir, procs, tmp_path, www, buffering):
     assert outs[0].read_bytes() == www["index"] and outs[2].read_bytes() == www["index"]
     assert outs[3].read_bytes() == www["index"]
     assert sha256_file(outs[1]) == www["big_sha"]
-    p = procs.run("wrk", ["wrk", "-t1", "-c8", "-d1s", url], rundir.env(), timeout=60)
-    assert parse_wrk(p.text()) > 0 and "Socket errors" not in p.text(), p.text()
-    # curl twice, wrk's probe and its 8, and the proxy's upstream connections.
-    st = rundir.settle(h.accel_pred(12))
-    h.assert_accelerated(st, min_clients=12, diag=server.diag())
+    # curl twice, and at least one upstream connection of the proxy.
+    st = rundir.settle(h.accel_pred(3))
+    h.assert_accelerated(st, min_clients=3, diag=server.diag())
     assert st["aborts"] == {}, h.fmt_stat(st)
     assert st["tx_bytes"] >= 2 * BIG, h.fmt_stat(st)
+    # wrk stops with requests in flight: the proxy then drops the upstream
+    # connection with a response unread (a reset, with TCP as with usmc).
+    p = procs.run("wrk", ["wrk", "-t1", "-c8", "-d1s", url], rundir.env(), timeout=60)
+    assert parse_wrk(p.text()) > 0 and "Socket errors" not in p.text(), p.text()
+    # ... and wrk's probe and its 8.
+    st = rundir.settle(h.accel_pred(12))
+    h.assert_accelerated(st, min_clients=12, diag=server.diag())
