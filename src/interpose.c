@@ -555,12 +555,19 @@ static void atfork_child(void)
 	usmc_stats_after_fork();
 }
 
-static void exit_sock(int fd, struct usmc_sock *sk, void *arg __unused)
+#define EXIT_LISTENERS	64
+
+struct exit_ctx {
+	int lfd[EXIT_LISTENERS];
+	int n;
+};
+
+static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 {
-	/* The last holder of a listener leaves: unregister it now rather
-	 * than leaving it to garbage collection. */
-	if (sk->kind == SK_LISTEN && LOAD_RELAXED(&sk->sh->refs) == 1)
-		usmc_listen_release(sk);
+	struct exit_ctx *x = arg;
+
+	if (sk->kind == SK_LISTEN && x->n < EXIT_LISTENERS)
+		x->lfd[x->n++] = fd;
 	/* Settle what the counters say about connections we never looked
 	 * at again (a client that wrote, shut down and exited). */
 	if (sk->kind == SK_CONN) {
@@ -580,7 +587,18 @@ __attribute__((constructor)) static void usmc_init(void)
 
 __attribute__((destructor)) static void usmc_fini(void)
 {
-	usmc_fd_foreach(exit_sock, NULL);
+	struct exit_ctx x = { .n = 0 };
+	int i;
+
+	usmc_fd_foreach(exit_sock, &x);
+	/* Our listeners close with us, as the kernel is about to close their
+	 * descriptors: the last process of a family to hold one (a forking
+	 * server's master after its workers, in either order) unregisters it
+	 * instead of leaving it to garbage collection.  Forgotten before the
+	 * drop, so a thread still running cannot close one a second time.
+	 * Connections are left to the kernel: the peer sees the FIN. */
+	for (i = 0; i < x.n; i++)
+		fd_forget(x.lfd[i]);
 	usmc_lgr_exit();
 	usmc_stats_detach();
 }

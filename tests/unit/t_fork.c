@@ -15,6 +15,10 @@
  *                  on shared memory
  *   prefork        the listener created before fork(), the parent closes its
  *                  copy at once, the child accepts: still a usmc listener
+ *   exit_unregister  a forking server (master and two workers, all holding
+ *                  the listener) whose processes exit without closing it:
+ *                  the last one out unregisters it (its CLC index file is
+ *                  gone at once, not at the next garbage collection)
  *   shared_writer  parent and child write to one connection in turns
  *                  (serialised by the application); the peer sees the order
  *   exec_usmc      exec of a program (this one, role exec-peer) that keeps
@@ -22,14 +26,6 @@
  *   exec_plain     the same program exec'ed without libusmc: the transfer
  *                  must complete (the connection works or was kept on TCP),
  *                  never hang
- *   vfork_spawn    what a spawning library does between vfork() and exec
- *                  (Python's subprocess): the child closes every descriptor
- *                  above 2 with close_range() and exits; then it closes the
- *                  server end, keeps the client end and execs the exec-peer.
- *                  The parent's connections must not notice the first
- *                  child, and the second must serve the connection (the
- *                  child shares the parent's memory until it execs: what it
- *                  does through libusmc must not happen to the parent)
  *   threads        one thread sends while another receives on the same fd,
  *                  on both ends, every byte checked
  *   writer_threads two threads write records to one connection at once:
@@ -54,6 +50,7 @@
  */
 #include "t_util.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sys/resource.h>
 
@@ -283,6 +280,69 @@ static void check_prefork(void)
 	t_smc_pairs++;
 }
 
+/* Runtime-directory entries named ln-* (listener CLC indexes). */
+static int count_ln_files(void)
+{
+	const char *dir = getenv("USMC_RUNDIR");
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	if (!dir || !(d = opendir(dir)))
+		return 0;
+	while ((de = readdir(d)))
+		n += !strncmp(de->d_name, "ln-", 3);
+	closedir(d);
+	return n;
+}
+
+static void check_exit_unregister(void)
+{
+	int before = count_ln_files(), sv[2], i, c;
+	uint16_t port;
+	pid_t master;
+	char b[8];
+
+	t_sync_pair(sv);
+	master = t_fork_helper();
+	if (master == 0) {
+		int lfd = t_listen(&port);
+		pid_t w[2];
+
+		close(sv[0]);
+		t_write_all(sv[1], &port, sizeof(port));
+		for (i = 0; i < 2; i++) {
+			w[i] = t_fork_helper();
+			if (w[i] == 0) {
+				int fd = t_accept(lfd);
+
+				t_read_all(fd, b, 4);
+				t_write_all(fd, b, 4);
+				close(fd);
+				exit(0);	/* the listener still open */
+			}
+		}
+		for (i = 0; i < 2; i++)
+			t_wait_child(w[i], "worker");
+		exit(0);
+	}
+	close(sv[1]);
+	t_read_all(sv[0], &port, sizeof(port));
+	for (i = 0; i < 2; i++) {
+		c = t_connect(port);
+		t_write_all(c, "ping", 4);
+		t_read_all(c, b, 4);
+		t_assert_smc(c);
+		close(c);
+		t_smc_pairs++;
+	}
+	t_wait_child(master, "master");
+	close(sv[0]);
+	if (t_accel())
+		t_assert(count_ln_files() == before, "%d listener index files left behind",
+			 count_ln_files() - before);
+}
+
 static void check_shared_writer(void)
 {
 	int c, s, sv[2], i;
@@ -379,55 +439,6 @@ static void exec_check(bool with_usmc)
 static void check_exec_usmc(void)
 {
 	exec_check(true);
-}
-
-static void check_vfork_spawn(void)
-{
-	int c, s, c2, s2;
-	pid_t kid;
-	char b[16];
-
-	t_pair_smc(&c, &s);
-	t_pair_smc(&c2, &s2);
-	kid = vfork();
-	if (kid < 0)
-		t_fail("vfork: %s", strerror(errno));
-	if (kid == 0) {
-		close_range(3, ~0U, 0);
-		_exit(0);
-	}
-	t_wait_child(kid, "vfork child (close_range)");
-	xfer(c2, s2, "after the vfork child");
-	xfer(s2, c2, "and back");
-	t_assert_smc(c2);
-	t_assert_smc(s2);
-	close(c2);
-	expect_eof(s2);
-	close(s2);
-
-	kid = vfork();
-	if (kid < 0)
-		t_fail("vfork: %s", strerror(errno));
-	if (kid == 0) {
-		char fdstr[16];
-		char *argv[] = { (char *)"t_fork", (char *)"exec-peer", fdstr, NULL };
-
-		close(s);
-		snprintf(fdstr, sizeof(fdstr), "%d", c);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	/* The parent lets go of the child's end at once, as spawners do. */
-	close(c);
-	t_read_all(s, b, 15);
-	t_assert(!memcmp(b, "hello from exec", 15), "greeting");
-	t_write_all(s, "ping", 4);
-	t_read_all(s, b, 4);
-	t_assert(!memcmp(b, "ping", 4), "echo");
-	t_recv_pat(s, 99, 300000);
-	shutdown(s, SHUT_WR);
-	t_wait_child(kid, "vfork'ed exec peer");
-	close(s);
 }
 
 static void check_exec_plain(void)
@@ -716,10 +727,10 @@ static const struct t_check checks[] = {
 	{ "replace", check_replace },
 	{ "fork_server", check_fork_server },
 	{ "prefork", check_prefork },
+	{ "exit_unregister", check_exit_unregister },
 	{ "shared_writer", check_shared_writer },
 	{ "exec_usmc", check_exec_usmc },
 	{ "exec_plain", check_exec_plain },
-	{ "vfork_spawn", check_vfork_spawn },
 	{ "threads", check_threads },
 	{ "writer_threads", check_writer_threads },
 	{ "writer_procs", check_writer_procs },

@@ -1,9 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * t_spawn.c - children that glibc's posix_spawn() starts (their file
- * actions and exec run inside glibc, without libusmc), and poll() on a
- * connection whose peer moves it to TCP.
+ * t_spawn.c - starting children while holding connections: vfork(), and
+ * glibc's posix_spawn() (its file actions and exec run inside glibc,
+ * without libusmc); and poll() on a connection whose peer moves it to TCP.
  *
+ *   vfork_spawn    what a spawning library does between vfork() and exec
+ *                  (Python's subprocess): the child closes every descriptor
+ *                  above 2 with close_range() and exits; then one closes the
+ *                  server end and execs a peer (role peer) that serves the
+ *                  client end, which the parent closed at once.  The child
+ *                  used to run in the parent's memory, and what it did
+ *                  through libusmc happened to the parent: every connection
+ *                  reset.  All of it stays on shared memory
  *   spawn_dup2     a connection handed to a posix_spawn child by a dup2
  *                  file action (this program, role peer, serves it) while
  *                  the parent closes its copy at once: it moves to TCP
@@ -105,8 +113,9 @@ static void poll_in(int fd)
 		       p.revents);
 }
 
-/* Our side of the conversation with peer(); polls before every read. */
-static void talk(int s, pid_t kid)
+/* Our side of the conversation with peer(); polls before every read;
+ * our end ends in mode want ("TCP" after a move, "SMCD"). */
+static void talk_mode(int s, pid_t kid, const char *want)
 {
 	char b[16], mode[16];
 
@@ -120,11 +129,16 @@ static void talk(int s, pid_t kid)
 	poll_in(s);
 	t_recv_pat(s, 42, 300000);
 	if (t_accel())
-		t_assert(!strcmp(t_fd_mode(s, mode, sizeof(mode)), "TCP"),
-			 "our end moved to TCP (mode \"%s\")", mode);
+		t_assert(!strcmp(t_fd_mode(s, mode, sizeof(mode)), want),
+			 "our end in mode %s (mode \"%s\")", want, mode);
 	shutdown(s, SHUT_WR);
 	t_wait_child(kid, "child");
 	close(s);
+}
+
+static void talk(int s, pid_t kid)
+{
+	talk_mode(s, kid, "TCP");
 }
 
 static pid_t spawn_peer(int child_fd, const posix_spawn_file_actions_t *fa)
@@ -139,6 +153,47 @@ static pid_t spawn_peer(int child_fd, const posix_spawn_file_actions_t *fa)
 	if (rc)
 		t_fail("posix_spawn: %s", strerror(rc));
 	return pid;
+}
+
+static void check_vfork_spawn(void)
+{
+	int c, s, c2, s2;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_pair_smc(&c2, &s2);
+	kid = vfork();
+	if (kid < 0)
+		t_fail("vfork: %s", strerror(errno));
+	if (kid == 0) {
+		close_range(3, ~0U, 0);
+		_exit(0);
+	}
+	t_wait_child(kid, "vfork child (close_range)");
+	t_write_all(c2, "after the vfork child", 21);
+	recv_exact(s2, "after the vfork child", 21);
+	t_write_all(s2, "and back", 8);
+	recv_exact(c2, "and back", 8);
+	t_assert_smc(c2);
+	t_assert_smc(s2);
+	close(c2);
+	t_assert(read(s2, &kid, 1) == 0, "EOF");
+	close(s2);
+
+	kid = vfork();
+	if (kid < 0)
+		t_fail("vfork: %s", strerror(errno));
+	if (kid == 0) {
+		char fdstr[16];
+		char *argv[] = { (char *)"t_spawn", (char *)"peer", fdstr, NULL };
+
+		close(s);
+		snprintf(fdstr, sizeof(fdstr), "%d", c);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(c);	/* as spawners do */
+	talk_mode(s, kid, "SMCD");
 }
 
 static void check_spawn_dup2(void)
@@ -277,6 +332,7 @@ static void check_epoll_follow_et(void)
 }
 
 static const struct t_check checks[] = {
+	{ "vfork_spawn", check_vfork_spawn },
 	{ "spawn_dup2", check_spawn_dup2 },
 	{ "spawn_stdio", check_spawn_stdio },
 	{ "spawn_keep", check_spawn_keep },
