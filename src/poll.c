@@ -223,6 +223,10 @@ restart:
 				}
 			}
 		}
+		/* Left shared memory while we looked (a POLLOUT waiter would
+		 * otherwise sleep on a TCP slot that watches POLLIN only). */
+		if (poll_left_shm(ent, nent))
+			goto again;
 		/* 3. arm, then build the kernel set */
 		nk = 0;
 		for (j = 0; j < n; j++)
@@ -292,20 +296,8 @@ restart:
 			p->revents = usmc_poll_revents(sk, p->fd, p->events);
 		}
 		if (poll_left_shm(ent, nent) ||
-		    (undecided && poll_undecided_moved(fds, n) && restarts++ < 8)) {
-			for (i = 0; i < nent; i++)
-				usmc_sock_put(ent[i].sk);
-			if (ent != stack_ent)
-				free(ent);
-			if (kfds != stack_k)
-				free(kfds);
-			ent = stack_ent;
-			kfds = stack_k;
-			nent = 0;
-			if (timeout > 0 && !(timeout = (int)ms_left(deadline)))
-				return 0;
-			goto restart;
-		}
+		    (undecided && poll_undecided_moved(fds, n) && restarts++ < 8))
+			goto again;
 		for (j = 0; j < n; j++)
 			if (fds[j].revents)
 				ready++;
@@ -327,6 +319,21 @@ out:
 	if (kfds != stack_k)
 		free(kfds);
 	return rc;
+again:
+	/* Build the set again; at the deadline, one look without waiting
+	 * (what is ready now must still be reported). */
+	for (i = 0; i < nent; i++)
+		usmc_sock_put(ent[i].sk);
+	if (ent != stack_ent)
+		free(ent);
+	if (kfds != stack_k)
+		free(kfds);
+	ent = stack_ent;
+	kfds = stack_k;
+	nent = 0;
+	if (timeout > 0)
+		timeout = (int)ms_left(deadline);
+	goto restart;
 }
 
 /* select(2) family: any shared-memory connection in the sets? */

@@ -18,7 +18,8 @@
  * connection to TCP at each spawn would cost them their acceleration.  A
  * child that does use one by number is not covered (docs/design.md,
  * limits), nor are system() and popen(), which spawn through glibc's
- * internal entry.
+ * internal entry, nor a listener handed over (the child cannot answer
+ * proposals), nor glibc 2.39's pidfd_spawn() (Debian 12 has 2.36).
  */
 #include "af_usmc.h"
 #include "fdtab.h"
@@ -27,18 +28,21 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdlib.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* dup2 file actions of live posix_spawn_file_actions_t objects. */
-#define SPAWN_DUPS	256
-
-static struct {
+/* dup2 file actions (source descriptors) of live posix_spawn_file_actions_t
+ * objects, whatever the source is now: the child gets what the number names
+ * at the spawn. */
+struct spawn_dup {
 	const posix_spawn_file_actions_t *fa;
 	int fd;
-} dups[SPAWN_DUPS];
-static unsigned int ndups;
-static bool dups_lost;		/* the table overflowed: treat every socket as passed */
+};
+
+static struct spawn_dup *dups;
+static unsigned int ndups, cap;
+static bool dups_lost;		/* out of memory once: treat every connection as passed */
 static pthread_mutex_t dups_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int (*real_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
@@ -75,20 +79,50 @@ static void dups_forget(const posix_spawn_file_actions_t *fa)
 			dups[i] = dups[--ndups];
 		else
 			i++;
+	if (!ndups)
+		dups_lost = false;
 	pthread_mutex_unlock(&dups_lock);
 }
 
-static bool dups_has(const posix_spawn_file_actions_t *fa, int fd)
+static void dups_add(const posix_spawn_file_actions_t *fa, int fd)
 {
-	bool found = false;
+	pthread_mutex_lock(&dups_lock);
+	if (ndups == cap) {
+		unsigned int ncap = cap ? 2 * cap : 16;
+		struct spawn_dup *n = realloc(dups, sizeof(*n) * ncap);
+
+		if (!n) {
+			dups_lost = true;
+			pthread_mutex_unlock(&dups_lock);
+			return;
+		}
+		dups = n;
+		cap = ncap;
+	}
+	dups[ndups].fa = fa;
+	dups[ndups].fd = fd;
+	ndups++;
+	pthread_mutex_unlock(&dups_lock);
+}
+
+/* The descriptors fa dup2s from (*all: every one, we lost track); the
+ * caller frees the array. */
+static int *dups_of(const posix_spawn_file_actions_t *fa, unsigned int *n, bool *all)
+{
 	unsigned int i;
+	int *out;
 
 	pthread_mutex_lock(&dups_lock);
-	for (i = 0; i < ndups && !found; i++)
-		found = dups[i].fa == fa && dups[i].fd == fd;
-	found |= fa && dups_lost;
+	*all = dups_lost;
+	*n = 0;
+	out = malloc(sizeof(*out) * (ndups ? ndups : 1));
+	if (!out)
+		*all = true;
+	for (i = 0; out && i < ndups; i++)
+		if (dups[i].fa == fa)
+			out[(*n)++] = dups[i].fd;
 	pthread_mutex_unlock(&dups_lock);
-	return found;
+	return out;
 }
 
 EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)
@@ -107,41 +141,64 @@ EXPORT int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa)
 
 EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd)
 {
-	struct usmc_sock *sk;
 	int rc;
 
 	spawn_real_init();
 	rc = real_adddup2(fa, fd, newfd);
-	sk = rc ? NULL : usmc_fd_get(fd);
-	if (!sk)
-		return rc;
-	usmc_sock_put(sk);
-	pthread_mutex_lock(&dups_lock);
-	if (ndups < SPAWN_DUPS) {
-		dups[ndups].fa = fa;
-		dups[ndups].fd = fd;
-		ndups++;
-	} else {
-		dups_lost = true;
-	}
-	pthread_mutex_unlock(&dups_lock);
+	if (!rc)
+		dups_add(fa, fd);
 	return rc;
 }
 
-static void spawn_one(int fd, struct usmc_sock *sk, void *arg)
+/* A connection at fd leaves shared memory (a reference held throughout:
+ * another thread may close the descriptor meanwhile). */
+static void spawn_leave(int fd)
 {
-	const posix_spawn_file_actions_t *fa = arg;
+	struct usmc_sock *sk = usmc_fd_get(fd);
 
-	if (sk->kind == SK_CONN && dups_has(fa, fd))
+	if (!sk)
+		return;
+	if (sk->kind == SK_CONN)
 		usmc_conn_leave(sk, fd, USMC_R_SPAWN);
+	usmc_sock_put(sk);
+}
+
+static void spawn_one_any(int fd, struct usmc_sock *sk, void *arg)
+{
+	int *fds = arg;
+
+	if (sk->kind == SK_CONN && fds[0] < 255)
+		fds[++fds[0]] = fd;
+}
+
+/* Before a spawn with file actions fa: their dup2 sources leave. */
+static void spawn_prepare(const posix_spawn_file_actions_t *fa)
+{
+	unsigned int n, i;
+	bool all;
+	int *fds;
+
+	if (!fa)
+		return;
+	fds = dups_of(fa, &n, &all);
+	for (i = 0; fds && i < n; i++)
+		spawn_leave(fds[i]);
+	free(fds);
+	if (all) {
+		/* Lost track (out of memory): every connection we can find. */
+		int any[256] = { 0 };
+
+		usmc_fd_foreach(spawn_one_any, any);
+		for (i = 1; i <= (unsigned int)any[0]; i++)
+			spawn_leave(any[i]);
+	}
 }
 
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	spawn_real_init();
-	if (fa)
-		usmc_fd_foreach(spawn_one, (void *)fa);
+	spawn_prepare(fa);
 	return real_spawn(pid, path, fa, attr, argv, envp);
 }
 
@@ -149,7 +206,6 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	spawn_real_init();
-	if (fa)
-		usmc_fd_foreach(spawn_one, (void *)fa);
+	spawn_prepare(fa);
 	return real_spawnp(pid, file, fa, attr, argv, envp);
 }

@@ -328,6 +328,11 @@ static void check_exit_unregister(void)
 	}
 	close(sv[1]);
 	t_read_all(sv[0], &port, sizeof(port));
+	if (t_accel() && !getenv("USMC_RUNDIR"))
+		t_fail("exit_unregister needs USMC_RUNDIR to look into");
+	if (t_accel())
+		t_assert(count_ln_files() == before + 1, "the listener's index file (%d new)",
+			 count_ln_files() - before);
 	for (i = 0; i < 2; i++) {
 		c = t_connect(port);
 		t_write_all(c, "ping", 4);
