@@ -437,6 +437,21 @@ void usmc_listen_release(struct usmc_sock *sk)
 	sk->lst = NULL;
 }
 
+/*
+ * The listener goes to a program that cannot answer proposals (an exec
+ * without libusmc, a posix_spawn child): clients stop proposing to it, as
+ * one that proposed and spoke first would wait forever on a server that
+ * reads TCP.  We keep our index until we close it; our own accepts find no
+ * proposal and stay TCP.
+ */
+void usmc_listen_unpublish(struct usmc_sock *sk)
+{
+	if (!sk->lst)
+		return;
+	usmc_registry_del(sk->reg_idx, sk->lst->id);
+	usmc_clc_ln_unpublish(sk->lst);
+}
+
 /* Server side of CLC after a match: attach, cross-check, answer. */
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 {

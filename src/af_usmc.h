@@ -15,6 +15,7 @@ struct usmc_sock;
 #define USMC_CONNECT_FAILED	1
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 void usmc_listen_release(struct usmc_sock *sk);
+void usmc_listen_unpublish(struct usmc_sock *sk);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk, int fd);

@@ -86,6 +86,8 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 		 * continue on TCP, every byte in order (migrate.c). */
 		if (sk->kind == SK_CONN)
 			usmc_conn_leave(sk, fd, USMC_R_EXEC_PLAIN);
+		else if (sk->kind == SK_LISTEN)
+			usmc_listen_unpublish(sk);
 		return;
 	}
 	if (sk->kind == SK_LISTEN && sk->lst) {

@@ -18,8 +18,9 @@
  * connection to TCP at each spawn would cost them their acceleration.  A
  * child that does use one by number is not covered (docs/design.md,
  * limits), nor are system() and popen(), which spawn through glibc's
- * internal entry, nor a listener handed over (the child cannot answer
- * proposals), nor glibc 2.39's pidfd_spawn() (Debian 12 has 2.36).
+ * internal entry, nor glibc 2.39's pidfd_spawn() (Debian 12 has 2.36).
+ * A listener handed over by a dup2 action is unpublished: the child cannot
+ * answer proposals, so clients must not make them.
  */
 #include "af_usmc.h"
 #include "fdtab.h"
@@ -150,8 +151,9 @@ EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int 
 	return rc;
 }
 
-/* A connection at fd leaves shared memory (a reference held throughout:
- * another thread may close the descriptor meanwhile). */
+/* A connection at fd leaves shared memory, a listener stops taking
+ * proposals (a reference held throughout: another thread may close the
+ * descriptor meanwhile). */
 static void spawn_leave(int fd)
 {
 	struct usmc_sock *sk = usmc_fd_get(fd);
@@ -160,6 +162,8 @@ static void spawn_leave(int fd)
 		return;
 	if (sk->kind == SK_CONN)
 		usmc_conn_leave(sk, fd, USMC_R_SPAWN);
+	else if (sk->kind == SK_LISTEN)
+		usmc_listen_unpublish(sk);	/* the child cannot answer proposals */
 	usmc_sock_put(sk);
 }
 

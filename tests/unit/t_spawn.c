@@ -25,6 +25,14 @@
  *                  memory around a spawn: close-on-exec ones, one merely
  *                  inherited (not covered if the child used it), one whose
  *                  dup2 was recorded for a destroyed file-actions object
+ *   listener_spawn a listening socket handed to a posix_spawn child by a
+ *                  dup2 action (role acceptor: accepts one connection,
+ *                  reads "ping", answers "pong") while we keep our copy:
+ *                  our client, speaking first, must get its answer; the
+ *                  child cannot answer a proposal, so the listener is
+ *                  unpublished and the client goes over TCP (it used to
+ *                  propose and wait forever)
+ *   listener_exec_plain  the same handed across an exec without libusmc
  *   poll_follow    poll() asleep on a connection when its peer moves it
  *                  to TCP (exec of a program without libusmc): the TCP
  *                  bytes that follow must wake it (poll kept computing
@@ -85,6 +93,35 @@ static int stdio_peer(void)
  * whether it is edge-triggered. */
 static int talk_ep = -1;
 static bool talk_et;
+
+/* Role acceptor: one connection on the listener at fd, "ping" -> "pong". */
+static int acceptor(int lfd)
+{
+	int fd = accept(lfd, NULL, NULL);
+	char b[4];
+
+	if (fd < 0)
+		t_fail("acceptor: accept: %s", strerror(errno));
+	t_read_all(fd, b, 4);
+	if (memcmp(b, "ping", 4))
+		t_fail("acceptor: read \"%.4s\"", b);
+	t_write_all(fd, "pong", 4);
+	close(fd);
+	return 0;
+}
+
+/* Our client against a listener a child serves: we speak first. */
+static void client_to_child(uint16_t port, pid_t kid)
+{
+	int c = t_connect(port);
+	char b[4];
+
+	t_write_all(c, "ping", 4);
+	t_read_all(c, b, 4);
+	t_assert(!memcmp(b, "pong", 4), "answer \"%.4s\"", b);
+	t_wait_child(kid, "acceptor");
+	close(c);
+}
 
 /* Wait for fd to be readable as the application would: poll(), or
  * epoll_wait() on talk_ep. */
@@ -281,6 +318,46 @@ static void check_spawn_keep(void)
 	close(s2);
 }
 
+static void check_listener_spawn(void)
+{
+	char *argv[] = { (char *)"t_spawn", (char *)"acceptor", (char *)"40", NULL };
+	posix_spawn_file_actions_t fa;
+	uint16_t port;
+	int lfd = t_listen(&port);
+	pid_t kid;
+
+	t_ok(fcntl(lfd, F_SETFD, FD_CLOEXEC));
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_adddup2(&fa, lfd, 40), "adddup2");
+	t_assert(!posix_spawn(&kid, "/proc/self/exe", &fa, NULL, argv, environ), "posix_spawn");
+	posix_spawn_file_actions_destroy(&fa);
+	client_to_child(port, kid);	/* our copy stays open meanwhile */
+	close(lfd);
+	t_tcp_conns = 1;	/* our client: peer_not_usmc */
+}
+
+static void check_listener_exec_plain(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port);
+	pid_t kid;
+
+	kid = t_fork_helper();
+	if (kid == 0) {
+		char fdstr[16];
+		char *argv[] = { (char *)"t_spawn", (char *)"acceptor", fdstr, NULL };
+
+		snprintf(fdstr, sizeof(fdstr), "%d", lfd);
+		unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	t_msleep(100);	/* the child's exec (and the unpublishing in it) first */
+	client_to_child(port, kid);
+	close(lfd);
+	t_tcp_conns = 1;
+}
+
 static void follow(uint32_t epoll_events)
 {
 	int c, s;
@@ -336,6 +413,8 @@ static const struct t_check checks[] = {
 	{ "spawn_dup2", check_spawn_dup2 },
 	{ "spawn_stdio", check_spawn_stdio },
 	{ "spawn_keep", check_spawn_keep },
+	{ "listener_spawn", check_listener_spawn },
+	{ "listener_exec_plain", check_listener_exec_plain },
 	{ "poll_follow", check_poll_follow },
 	{ "epoll_follow", check_epoll_follow },
 	{ "epoll_follow_et", check_epoll_follow_et },
@@ -346,6 +425,8 @@ int main(int argc, char **argv)
 	t_name = "t_spawn";
 	if (argc == 3 && !strcmp(argv[1], "peer"))
 		return peer(atoi(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "acceptor"))
+		return acceptor(atoi(argv[2]));
 	if (argc == 2 && !strcmp(argv[1], "stdio"))
 		return stdio_peer();
 	if (argc == 2 && !strcmp(argv[1], "nop"))
