@@ -94,12 +94,18 @@ static int stdio_peer(void)
 static int talk_ep = -1;
 static bool talk_et;
 
-/* Role acceptor: one connection on the listener at fd, "ping" -> "pong". */
-static int acceptor(int lfd)
+/* Role acceptor: one connection on the listener at lfd, "ping" -> "pong";
+ * first a byte on readyfd (if >= 0): the new image runs. */
+static int acceptor(int lfd, int readyfd)
 {
-	int fd = accept(lfd, NULL, NULL);
 	char b[4];
+	int fd;
 
+	if (readyfd >= 0) {
+		t_write_all(readyfd, "r", 1);
+		close(readyfd);
+	}
+	fd = accept(lfd, NULL, NULL);
 	if (fd < 0)
 		t_fail("acceptor: accept: %s", strerror(errno));
 	t_read_all(fd, b, 4);
@@ -339,20 +345,27 @@ static void check_listener_spawn(void)
 static void check_listener_exec_plain(void)
 {
 	uint16_t port;
-	int lfd = t_listen(&port);
+	int lfd = t_listen(&port), ready[2];
 	pid_t kid;
+	char b;
 
+	t_ok(pipe(ready));
 	kid = t_fork_helper();
 	if (kid == 0) {
-		char fdstr[16];
-		char *argv[] = { (char *)"t_spawn", (char *)"acceptor", fdstr, NULL };
+		char fdstr[16], readystr[16];
+		char *argv[] = { (char *)"t_spawn", (char *)"acceptor", fdstr, readystr, NULL };
 
+		close(ready[0]);
 		snprintf(fdstr, sizeof(fdstr), "%d", lfd);
+		snprintf(readystr, sizeof(readystr), "%d", ready[1]);
 		unsetenv("LD_PRELOAD");
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
-	t_msleep(100);	/* the child's exec (and the unpublishing in it) first */
+	/* The new image runs: the exec (and the unpublishing in it) is done. */
+	close(ready[1]);
+	t_read_all(ready[0], &b, 1);
+	close(ready[0]);
 	client_to_child(port, kid);
 	close(lfd);
 	t_tcp_conns = 1;
@@ -425,8 +438,8 @@ int main(int argc, char **argv)
 	t_name = "t_spawn";
 	if (argc == 3 && !strcmp(argv[1], "peer"))
 		return peer(atoi(argv[2]));
-	if (argc == 3 && !strcmp(argv[1], "acceptor"))
-		return acceptor(atoi(argv[2]));
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "acceptor"))
+		return acceptor(atoi(argv[2]), argc == 4 ? atoi(argv[3]) : -1);
 	if (argc == 2 && !strcmp(argv[1], "stdio"))
 		return stdio_peer();
 	if (argc == 2 && !strcmp(argv[1], "nop"))
