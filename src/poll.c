@@ -111,6 +111,20 @@ static bool poll_left_shm(const struct pent *ent, int nent)
 	return false;
 }
 
+/* Drop the set's references and whatever of it is on the heap. */
+static void set_free(struct pent *ent, int nent, const struct pent *stack_ent,
+		     struct pollfd *kfds, const struct pollfd *stack_k)
+{
+	int i;
+
+	for (i = 0; i < nent; i++)
+		usmc_sock_put(ent[i].sk);
+	if (ent != stack_ent)
+		free(ent);
+	if (kfds != stack_k)
+		free(kfds);
+}
+
 int usmc_poll(struct pollfd *fds, nfds_t n, int timeout, const sigset_t *mask, bool use_mask)
 {
 	struct pent stack_ent[POLL_STACK], *ent = stack_ent;
@@ -312,22 +326,12 @@ restart:
 	}
 	rc = ready;
 out:
-	for (i = 0; i < nent; i++)
-		usmc_sock_put(ent[i].sk);
-	if (ent != stack_ent)
-		free(ent);
-	if (kfds != stack_k)
-		free(kfds);
+	set_free(ent, nent, stack_ent, kfds, stack_k);
 	return rc;
 again:
 	/* Build the set again; at the deadline, one look without waiting
 	 * (what is ready now must still be reported). */
-	for (i = 0; i < nent; i++)
-		usmc_sock_put(ent[i].sk);
-	if (ent != stack_ent)
-		free(ent);
-	if (kfds != stack_k)
-		free(kfds);
+	set_free(ent, nent, stack_ent, kfds, stack_k);
 	ent = stack_ent;
 	kfds = stack_k;
 	nent = 0;

@@ -25,22 +25,27 @@ def www(tmp_path_factory):
             "index": (d / "index.html").read_bytes()}
 
 
-NGINX_CONF = """\
+# The part every configuration here shares, up to the http block's own
+# directives ({pid}: the pid file's name, {log}: access_log's argument).
+CONF_HEAD = """\
 daemon off;
 master_process on;
 user {user};
 worker_processes 2;
-pid {tmp}/nginx.pid;
+pid {tmp}/{pid};
 error_log stderr info;
 events {{ use epoll; worker_connections 512; }}
 http {{
-    access_log {tmp}/access.log;
+    access_log {log};
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
     default_type application/octet-stream;
+"""
+
+NGINX_CONF = CONF_HEAD + """\
     sendfile {sendfile};
     keepalive_timeout 30;
     keepalive_requests 100000;
@@ -59,7 +64,8 @@ def start_nginx(procs, rundir, tmp_path, root, sendfile="on", usmc=True, user="r
     def argv(port):
         conf = conf_dir / ("nginx-%d.conf" % port)
         conf.write_text(NGINX_CONF.format(tmp=conf_dir, sendfile=sendfile, port=port,
-                                          root=root, user=user))
+                                          root=root, user=user, pid="nginx.pid",
+                                          log=conf_dir / "access.log"))
         return ["nginx", "-c", conf, "-p", conf_dir, "-e", "stderr"]
 
     return h.start_server(procs, "nginx", argv, rundir.env(debug=usmc), usmc=usmc)
@@ -220,22 +226,7 @@ def test_nginx_workers_other_user(rundir, procs, tmp_path, www):
         shutil.rmtree(pub, ignore_errors=True)
 
 
-PROXY_CONF = """\
-daemon off;
-master_process on;
-user root;
-worker_processes 2;
-pid {tmp}/nginx-proxy.pid;
-error_log stderr info;
-events {{ use epoll; worker_connections 512; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    default_type application/octet-stream;
+PROXY_CONF = CONF_HEAD + """\
     sendfile on;
     upstream back {{ server 127.0.0.1:{back}; keepalive 8; }}
     server {{
@@ -268,7 +259,8 @@ def test_nginx_reverse_proxy(rundir, procs, tmp_path, www, buffering):
     def argv(port):
         conf = conf_dir / ("nginx-%d.conf" % port)
         conf.write_text(PROXY_CONF.format(tmp=conf_dir, port=port, back=h.free_port(),
-                                          root=www["dir"], buffering=buffering))
+                                          root=www["dir"], buffering=buffering, user="root",
+                                          pid="nginx-proxy.pid", log="off"))
         return ["nginx", "-c", conf, "-p", conf_dir, "-e", "stderr"]
 
     server, port = h.start_server(procs, "nginx-proxy", argv, rundir.env(debug=True))

@@ -54,17 +54,6 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
-static void xfer(int from, int to, const char *msg)
-{
-	size_t n = strlen(msg);
-	char buf[256];
-
-	t_write_all(from, msg, n);
-	t_read_all(to, buf, n);
-	if (memcmp(buf, msg, n))
-		t_fail("sent \"%s\", received \"%.*s\"", msg, (int)n, buf);
-}
-
 static void expect_eof(int fd)
 {
 	char b[8];
@@ -88,14 +77,14 @@ static void check_dup(void)
 
 	t_pair_smc(&c, &s);
 	d = t_ok(dup(c));
-	xfer(d, s, "via dup");
-	xfer(c, s, "via original");
-	xfer(s, d, "to dup");
-	xfer(s, c, "to original");
+	t_xfer(d, s, "via dup");
+	t_xfer(c, s, "via original");
+	t_xfer(s, d, "to dup");
+	t_xfer(s, c, "to original");
 	t_ok(close(c));
 	expect_open(s);
-	xfer(d, s, "after closing the original");
-	xfer(s, d, "back");
+	t_xfer(d, s, "after closing the original");
+	t_xfer(s, d, "back");
 	t_ok(close(d));
 	expect_eof(s);
 	close(s);
@@ -110,22 +99,22 @@ static void check_dup2_dup3(void)
 	/* dup2 onto the pipe's read end: that pipe end is replaced. */
 	n = t_ok(dup2(c, p[0]));
 	t_assert(n == p[0]);
-	xfer(p[0], s, "dup2");
-	xfer(s, p[0], "dup2 back");
+	t_xfer(p[0], s, "dup2");
+	t_xfer(s, p[0], "dup2 back");
 	t_assert(dup2(c, c) == c, "dup2 onto itself");
-	xfer(c, s, "dup2 self");
+	t_xfer(c, s, "dup2 self");
 	/* dup3 with O_CLOEXEC onto the pipe's write end. */
 	n = t_ok(dup3(c, p[1], O_CLOEXEC));
 	t_assert(n == p[1] && (fcntl(p[1], F_GETFD) & FD_CLOEXEC), "dup3 O_CLOEXEC");
 	t_assert(!(fcntl(c, F_GETFD) & FD_CLOEXEC), "original stays inheritable");
-	xfer(p[1], s, "dup3");
+	t_xfer(p[1], s, "dup3");
 	errno = 0;
 	t_assert(dup3(c, c, 0) == -1 && errno == EINVAL, "dup3 onto itself: %s", t_errname(errno));
 	/* Three descriptors; the connection ends with the last one. */
 	close(c);
 	close(p[0]);
 	expect_open(s);
-	xfer(p[1], s, "last copy");
+	t_xfer(p[1], s, "last copy");
 	close(p[1]);
 	expect_eof(s);
 	close(s);
@@ -140,13 +129,13 @@ static void check_fdupfd(void)
 	b = t_ok(fcntl(c, F_DUPFD_CLOEXEC, 150));
 	t_assert(a >= 100 && b >= 150, "F_DUPFD numbers %d %d", a, b);
 	t_assert(!(fcntl(a, F_GETFD) & FD_CLOEXEC) && (fcntl(b, F_GETFD) & FD_CLOEXEC));
-	xfer(a, s, "F_DUPFD");
-	xfer(b, s, "F_DUPFD_CLOEXEC");
-	xfer(s, b, "back");
+	t_xfer(a, s, "F_DUPFD");
+	t_xfer(b, s, "F_DUPFD_CLOEXEC");
+	t_xfer(s, b, "back");
 	close(c);
 	close(b);
 	expect_open(s);
-	xfer(a, s, "last");
+	t_xfer(a, s, "last");
 	close(a);
 	expect_eof(s);
 	close(s);
@@ -394,20 +383,7 @@ static void check_shared_writer(void)
 /* The exec'ed side: greet, echo one message, then wait for EOF. */
 static int exec_peer(int fd)
 {
-	char buf[64];
-	ssize_t n;
-
-	t_write_all(fd, "hello from exec", 15);
-	n = recv(fd, buf, 4, MSG_WAITALL);
-	if (n != 4)
-		t_fail("exec peer: recv %zd (%s)", n, n < 0 ? strerror(errno) : "short");
-	t_write_all(fd, buf, 4);
-	t_send_pat(fd, 99, 300000);
-	n = read(fd, buf, sizeof(buf));
-	if (n != 0)
-		t_fail("exec peer: expected EOF, read %zd", n);
-	close(fd);
-	return 0;
+	return t_serve_child(fd, "hello from exec", 99);
 }
 
 static void exec_check(bool with_usmc)

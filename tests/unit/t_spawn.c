@@ -53,29 +53,7 @@ extern char **environ;
 /* The child's side: greet, echo four bytes, send a pattern, wait for EOF. */
 static int peer(int fd)
 {
-	char buf[64];
-	ssize_t n;
-
-	t_write_all(fd, "hello from child", 16);
-	n = recv(fd, buf, 4, MSG_WAITALL);
-	if (n != 4)
-		t_fail("peer: recv %zd (%s)", n, n < 0 ? strerror(errno) : "short");
-	t_write_all(fd, buf, 4);
-	t_send_pat(fd, 42, 300000);
-	n = read(fd, buf, sizeof(buf));
-	if (n != 0)
-		t_fail("peer: expected EOF, read %zd", n);
-	close(fd);
-	return 0;
-}
-
-static void recv_exact(int fd, const char *want, size_t n)
-{
-	char buf[64];
-
-	t_read_all(fd, buf, n);
-	if (memcmp(buf, want, n))
-		t_fail("fd %d: \"%.*s\", expected \"%s\"", fd, (int)n, buf, want);
+	return t_serve_child(fd, "hello from child", 42);
 }
 
 /* Role stdio: greet on stdout, copy 9 bytes of stdin to stderr. */
@@ -213,10 +191,8 @@ static void check_vfork_spawn(void)
 		_exit(0);
 	}
 	t_wait_child(kid, "vfork child (close_range)");
-	t_write_all(c2, "after the vfork child", 21);
-	recv_exact(s2, "after the vfork child", 21);
-	t_write_all(s2, "and back", 8);
-	recv_exact(c2, "and back", 8);
+	t_xfer(c2, s2, "after the vfork child");
+	t_xfer(s2, c2, "and back");
 	t_assert_smc(c2);
 	t_assert_smc(s2);
 	close(c2);
@@ -277,7 +253,7 @@ static void check_spawn_stdio(void)
 	close(c);
 	close(err[1]);
 	poll_in(s);
-	recv_exact(s, "from the child", 14);
+	t_recv_exact(s, "from the child", 14);
 	t_write_all(s, "to the ch", 9);	/* all of it: unread bytes would make its close an RST */
 	t_read_all(err[0], b, 9);
 	t_assert(!memcmp(b, "to the ch", 9), "the child read \"%.9s\"", b);
@@ -310,10 +286,8 @@ static void check_spawn_keep(void)
 	t_assert(!posix_spawnp(&kid, "/proc/self/exe", &fa, NULL, argv, environ), "posix_spawnp");
 	posix_spawn_file_actions_destroy(&fa);
 	t_wait_child(kid, "nop child");
-	t_write_all(c, "after the spawn", 15);
-	t_write_all(s2, "and here", 8);
-	recv_exact(s, "after the spawn", 15);
-	recv_exact(c2, "and here", 8);
+	t_xfer(c, s, "after the spawn");
+	t_xfer(s2, c2, "and here");
 	t_assert_smc(c);
 	t_assert_smc(s);
 	t_assert_smc(c2);

@@ -372,6 +372,48 @@ static T_UNUSED void t_recv_pat(int fd, uint32_t id, size_t len)
 	}
 }
 
+/* Read exactly n bytes from fd and compare them with want. */
+static T_UNUSED void t_recv_exact(int fd, const char *want, size_t n)
+{
+	char buf[256];
+
+	if (n > sizeof(buf))
+		t_fail("t_recv_exact: %zu bytes is more than it compares", n);
+	t_read_all(fd, buf, n);
+	if (memcmp(buf, want, n))
+		t_fail("fd %d: received \"%.*s\", expected \"%.*s\"", fd, (int)n, buf, (int)n,
+		       want);
+}
+
+/* msg written on from arrives whole on to. */
+static T_UNUSED void t_xfer(int from, int to, const char *msg)
+{
+	t_write_all(from, msg, strlen(msg));
+	t_recv_exact(to, msg, strlen(msg));
+}
+
+/*
+ * A child that serves an inherited connection: greet, echo four bytes, send
+ * 300000 bytes of pattern pat, then expect EOF.  Returns main's status.
+ */
+static T_UNUSED int t_serve_child(int fd, const char *hello, uint32_t pat)
+{
+	char buf[64];
+	ssize_t n;
+
+	t_write_all(fd, hello, strlen(hello));
+	n = recv(fd, buf, 4, MSG_WAITALL);
+	if (n != 4)
+		t_fail("child: recv %zd (%s)", n, n < 0 ? strerror(errno) : "short");
+	t_write_all(fd, buf, 4);
+	t_send_pat(fd, pat, 300000);
+	n = read(fd, buf, sizeof(buf));
+	if (n != 0)
+		t_fail("child: expected EOF, read %zd", n);
+	close(fd);
+	return 0;
+}
+
 /* Wait for fd to show events (or fail after ms). Returns revents. */
 static T_UNUSED short t_wait_fd(int fd, short events, int ms)
 {
