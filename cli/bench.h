@@ -153,7 +153,7 @@ bool bench_interrupted(void);
 struct bench_check {
 	bool ran, ok;
 	uint64_t smc_conns, tcp_conns, handshake_errors, tx_bytes, rx_bytes;
-	uint64_t tx_calls, rx_calls, doorbells, sleeps, spin_hits;	/* where waits went */
+	uint64_t tx_calls, rx_calls, tx_fast, rx_fast, doorbells, sleeps, spin_hits;	/* where waits went */
 	char fallback[256], aborts[256];	/* the JSON objects' contents */
 };
 int bench_usmc_check(const char *rundir, struct bench_check *c);

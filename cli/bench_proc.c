@@ -378,6 +378,8 @@ int bench_usmc_check(const char *rundir, struct bench_check *c)
 	c->rx_bytes = json_u64(js, "rx_bytes");
 	c->tx_calls = json_u64(js, "tx_calls");
 	c->rx_calls = json_u64(js, "rx_calls");
+	c->tx_fast = json_u64(js, "tx_fast");
+	c->rx_fast = json_u64(js, "rx_fast");
 	c->doorbells = json_u64(js, "doorbells");
 	c->sleeps = json_u64(js, "sleeps");
 	c->spin_hits = json_u64(js, "spin_hits");

@@ -344,13 +344,15 @@ static void json_checks(FILE *f, const struct bench_cfg *c, const struct bench_r
 		fprintf(f, "%s\n        {\"rep\": %u, \"ok\": %s, \"smc_conns\": %llu, "
 			"\"tcp_conns\": %llu, \"handshake_errors\": %llu, \"tx_bytes\": %llu, "
 			"\"rx_bytes\": %llu, \"tx_calls\": %llu, \"rx_calls\": %llu, "
+			"\"tx_fast\": %llu, \"rx_fast\": %llu, "
 			"\"doorbells\": %llu, \"sleeps\": %llu, \"spin_hits\": %llu, "
 			"\"tcp_fallback\": {%s}, \"aborts\": {%s}}",
 			first ? "" : ",", i + 1, k->ok ? "true" : "false",
 			(unsigned long long)k->smc_conns, (unsigned long long)k->tcp_conns,
 			(unsigned long long)k->handshake_errors, (unsigned long long)k->tx_bytes,
 			(unsigned long long)k->rx_bytes, (unsigned long long)k->tx_calls,
-			(unsigned long long)k->rx_calls, (unsigned long long)k->doorbells,
+			(unsigned long long)k->rx_calls, (unsigned long long)k->tx_fast,
+			(unsigned long long)k->rx_fast, (unsigned long long)k->doorbells,
 			(unsigned long long)k->sleeps, (unsigned long long)k->spin_hits,
 			k->fallback, k->aborts);
 		first = false;

@@ -20,6 +20,7 @@
 static const char *const ctr_names[] = {
 	"smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
 	"tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "tx_calls", "rx_calls",
+	"tx_fast", "rx_fast",
 	"doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
 	"dmbs_registered", "dmbs_reused", "late_declines", "wake_bytes",
 };

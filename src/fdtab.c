@@ -13,29 +13,23 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define FDT_SHIFT	10
-#define FDT_LEAF	(1u << FDT_SHIFT)
-#define FDT_ROOT	2048		/* 2M descriptors */
-
-typedef _Atomic(struct usmc_sock *) fdslot_t;
-
-static _Atomic(fdslot_t *) fdt_root[FDT_ROOT];
+_Atomic(usmc_fdslot_t *) usmc_fdt_root[FDT_ROOT];
 static pthread_mutex_t fdtab_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static fdslot_t *fdt_slot(int fd, bool create)
+static usmc_fdslot_t *fdt_slot(int fd, bool create)
 {
 	unsigned int hi = (unsigned int)fd >> FDT_SHIFT;
-	fdslot_t *leaf;
+	usmc_fdslot_t *leaf;
 
 	if (fd < 0 || hi >= FDT_ROOT)
 		return NULL;
-	leaf = atomic_load_explicit(&fdt_root[hi], memory_order_acquire);
+	leaf = atomic_load_explicit(&usmc_fdt_root[hi], memory_order_acquire);
 	if (!leaf && create) {
 		leaf = calloc(FDT_LEAF, sizeof(*leaf));
 		if (!leaf)
 			return NULL;
 		/* Only created under fdtab_lock; readers see NULL or a zeroed leaf. */
-		atomic_store_explicit(&fdt_root[hi], leaf, memory_order_release);
+		atomic_store_explicit(&usmc_fdt_root[hi], leaf, memory_order_release);
 	}
 	return leaf ? &leaf[(unsigned int)fd & (FDT_LEAF - 1)] : NULL;
 }
@@ -50,16 +44,17 @@ static bool ref_get_live(struct usmc_sock *sk)
 	return false;
 }
 
-struct usmc_sock *usmc_fd_get(int fd)
+/* usmc_fd_get() when its first try lost a race (a close, a reuse). */
+struct usmc_sock *usmc_fd_get_slow(int fd)
 {
-	fdslot_t *s = fdt_slot(fd, false);
+	usmc_fdslot_t *s = fdt_slot(fd, false);
 	struct usmc_sock *sk;
 
 	if (!s)
 		return NULL;
 	for (;;) {
 		sk = atomic_load_explicit(s, memory_order_acquire);
-		if (likely(!sk))
+		if (!sk)
 			return NULL;
 		if (!ref_get_live(sk))
 			return NULL;
@@ -72,7 +67,7 @@ struct usmc_sock *usmc_fd_get(int fd)
 int usmc_fd_install(int fd, struct usmc_sock *sk)
 {
 	struct usmc_sock *old;
-	fdslot_t *s;
+	usmc_fdslot_t *s;
 
 	pthread_mutex_lock(&fdtab_lock);
 	s = fdt_slot(fd, true);
@@ -91,7 +86,7 @@ int usmc_fd_install(int fd, struct usmc_sock *sk)
 struct usmc_sock *usmc_fd_remove(int fd)
 {
 	struct usmc_sock *sk = NULL;
-	fdslot_t *s;
+	usmc_fdslot_t *s;
 
 	pthread_mutex_lock(&fdtab_lock);
 	s = fdt_slot(fd, false);
@@ -122,7 +117,7 @@ void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *
 	unsigned int hi, lo;
 
 	for (hi = 0; hi < FDT_ROOT; hi++) {
-		fdslot_t *leaf = atomic_load_explicit(&fdt_root[hi], memory_order_acquire);
+		usmc_fdslot_t *leaf = atomic_load_explicit(&usmc_fdt_root[hi], memory_order_acquire);
 
 		if (!leaf)
 			continue;

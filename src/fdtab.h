@@ -11,8 +11,46 @@
 
 #include "sock.h"
 
-/* Returns the socket with a reference held, or NULL. */
-struct usmc_sock *usmc_fd_get(int fd);
+#define FDT_SHIFT	10
+#define FDT_LEAF	(1u << FDT_SHIFT)
+#define FDT_ROOT	2048		/* 2M descriptors */
+
+typedef _Atomic(struct usmc_sock *) usmc_fdslot_t;
+
+/* Leaves are created (zeroed) under the table's lock, never freed. */
+extern _Atomic(usmc_fdslot_t *) usmc_fdt_root[FDT_ROOT];
+struct usmc_sock *usmc_fd_get_slow(int fd);
+
+/*
+ * Returns the socket with a reference held, or NULL.  The reference is
+ * taken only while the count is not zero (a socket on its way out is
+ * never brought back), and holds only if fd still names the socket after
+ * it (a close and a reuse in between, by another thread or a handler).
+ */
+static inline struct usmc_sock *usmc_fd_get(int fd)
+{
+	unsigned int hi = (unsigned int)fd >> FDT_SHIFT;
+	usmc_fdslot_t *leaf, *s;
+	struct usmc_sock *sk;
+	int r;
+
+	if (unlikely(hi >= FDT_ROOT))
+		return NULL;
+	leaf = atomic_load_explicit(&usmc_fdt_root[hi], memory_order_acquire);
+	if (!leaf)
+		return NULL;
+	s = &leaf[(unsigned int)fd & (FDT_LEAF - 1)];
+	sk = atomic_load_explicit(s, memory_order_acquire);
+	if (likely(!sk))
+		return NULL;
+	r = atomic_load_explicit(&sk->ref, memory_order_relaxed);
+	if (likely(r > 0 && local_cas_int(&sk->ref, &r, r + 1))) {
+		if (likely(atomic_load_explicit(s, memory_order_acquire) == sk))
+			return sk;
+		usmc_sock_put(sk);
+	}
+	return usmc_fd_get_slow(fd);
+}
 /* Install sk at fd (takes over one reference). */
 int usmc_fd_install(int fd, struct usmc_sock *sk);
 /* Remove fd's entry; returns the socket whose reference the caller drops. */

@@ -20,13 +20,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define GUARD_MAX	4096
-
 struct guard_region {
 	_Atomic uintptr_t base;
 	_Atomic size_t len;
-	_Atomic int poisoned;
 };
+
+/* Apart from the regions: the data path reads it on every call. */
+_Atomic int usmc_guard_poison[GUARD_MAX];
 
 static struct guard_region regions[GUARD_MAX];
 static _Atomic int guard_installed;
@@ -49,7 +49,7 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 		/* Ours: zero pages in place of the truncated file. */
 		if (mmap((void *)b, l, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
-			STORE_RELEASE(&regions[i].poisoned, 1);
+			STORE_RELEASE(&usmc_guard_poison[i], 1);
 			return;
 		}
 		break;
@@ -107,7 +107,7 @@ int usmc_guard_add(void *base, size_t len)
 		if (LOAD_RELAXED(&regions[i].base))
 			continue;
 		STORE_RELAXED(&regions[i].len, len);
-		STORE_RELAXED(&regions[i].poisoned, 0);
+		STORE_RELAXED(&usmc_guard_poison[i], 0);
 		if (atomic_compare_exchange_strong(&regions[i].base, &zero, (uintptr_t)base))
 			return i;
 	}
@@ -119,11 +119,6 @@ void usmc_guard_del(int idx)
 {
 	if (idx >= 0 && idx < GUARD_MAX)
 		STORE_RELEASE(&regions[idx].base, 0);
-}
-
-bool usmc_guard_poisoned(int idx)
-{
-	return idx >= 0 && idx < GUARD_MAX && LOAD_ACQUIRE(&regions[idx].poisoned);
 }
 
 bool usmc_guard_sigaction(const struct sigaction *act, struct sigaction *old)

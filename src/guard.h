@@ -7,7 +7,11 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
+
+#define GUARD_MAX	4096
+extern _Atomic int usmc_guard_poison[GUARD_MAX];
 
 extern int (*usmc_real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
@@ -15,7 +19,11 @@ extern int (*usmc_real_sigaction)(int, const struct sigaction *, struct sigactio
 int usmc_guard_add(void *base, size_t len);
 void usmc_guard_del(int idx);
 /* Did a truncation replace this mapping with zero pages? */
-bool usmc_guard_poisoned(int idx);
+static inline bool usmc_guard_poisoned(int idx)
+{
+	return (unsigned int)idx < GUARD_MAX &&
+	       atomic_load_explicit(&usmc_guard_poison[idx], memory_order_acquire);
+}
 /* sigaction(SIGBUS) from the application once our handler is in place:
  * record it, keep ours; false when the guard is not installed. */
 bool usmc_guard_sigaction(const struct sigaction *act, struct sigaction *old);

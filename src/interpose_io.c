@@ -81,9 +81,27 @@ static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 	return usmc_tx(sk, fd, iov, cnt, flags);
 }
 
-EXPORT ssize_t read(int fd, void *buf, size_t n)
+/* One buffer: the fast path (sock.h) first, then the general one. */
+static inline __attribute__((always_inline)) ssize_t sk_rx1(struct usmc_sock *sk, int fd,
+							     void *buf, size_t n, int flags)
 {
 	struct iovec v = { buf, n };
+	ssize_t r = usmc_rx_fast(sk, fd, buf, n, flags);
+
+	return likely(r != USMC_SLOW) ? r : sk_rx(sk, fd, &v, 1, flags);
+}
+
+static inline __attribute__((always_inline)) ssize_t sk_tx1(struct usmc_sock *sk, int fd,
+							     const void *buf, size_t n, int flags)
+{
+	struct iovec v = { (void *)buf, n };
+	ssize_t r = usmc_tx_fast(sk, fd, buf, n, flags);
+
+	return likely(r != USMC_SLOW) ? r : sk_tx(sk, fd, &v, 1, flags);
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -92,7 +110,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	if (likely(!sk))
 		return real.read(fd, buf, n);
 	/* read(2) of nothing returns 0 at once (recv(2) would wait). */
-	r = n ? sk_rx(sk, fd, &v, 1, 0) : USMC_PASS;
+	r = n ? sk_rx1(sk, fd, buf, n, 0) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.read(fd, buf, n);
 		usmc_tcp_count(sk, r, false);
@@ -105,7 +123,6 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct iovec v = { (void *)buf, n };
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -113,7 +130,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.write(fd, buf, n);
-	r = sk_tx(sk, fd, &v, 1, 0);
+	r = sk_tx1(sk, fd, buf, n, 0);
 	if (r == USMC_PASS) {
 		r = real.write(fd, buf, n);
 		usmc_tcp_count(sk, r, true);
@@ -167,7 +184,6 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	struct iovec v = { buf, n };
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -175,7 +191,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.recv(fd, buf, n, flags);
-	r = sk_rx(sk, fd, &v, 1, flags);
+	r = sk_rx1(sk, fd, buf, n, flags);
 	if (r == USMC_PASS) {
 		r = real.recv(fd, buf, n, flags);
 		if (!(flags & MSG_PEEK))
@@ -189,7 +205,6 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct iovec v = { (void *)buf, n };
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -197,7 +212,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.send(fd, buf, n, flags);
-	r = sk_tx(sk, fd, &v, 1, flags);
+	r = sk_tx1(sk, fd, buf, n, flags);
 	if (r == USMC_PASS) {
 		r = real.send(fd, buf, n, flags);
 		usmc_tcp_count(sk, r, true);
@@ -211,7 +226,6 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
 			socklen_t *salen)
 {
-	struct iovec v = { buf, n };
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -219,7 +233,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.recvfrom(fd, buf, n, flags, sa, salen);
-	r = sk_rx(sk, fd, &v, 1, flags);
+	r = sk_rx1(sk, fd, buf, n, flags);
 	if (r == USMC_PASS) {
 		r = real.recvfrom(fd, buf, n, flags, sa, salen);
 		if (!(flags & MSG_PEEK))
@@ -237,7 +251,6 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
 		      socklen_t salen)
 {
-	struct iovec v = { (void *)buf, n };
 	struct usmc_sock *sk;
 	ssize_t r;
 
@@ -245,7 +258,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendto(fd, buf, n, flags, sa, salen);
-	r = sk_tx(sk, fd, &v, 1, flags);
+	r = sk_tx1(sk, fd, buf, n, flags);
 	if (r == USMC_PASS) {
 		r = real.sendto(fd, buf, n, flags, sa, salen);
 		usmc_tcp_count(sk, r, true);

@@ -303,6 +303,70 @@ migrating:
 }
 
 /*
+ * The fast path (sock.h): bytes there, or spun for and there.  The wait is
+ * the general one; after it every condition is looked at again.
+ */
+ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flags)
+{
+	struct usmc_flock *l = &sk->sh->rx_lock;
+	int timeout = -1, rc;
+	uint64_t head, prod;
+	size_t len;
+
+	if (unlikely((flags & ~MSG_DONTWAIT) || !n))
+		return USMC_SLOW;
+	for (;;) {
+		if (unlikely(!usmc_fast_ok(sk, l)))
+			return USMC_SLOW;
+		/* As usmc_family_lock(): a handler that interrupts us and
+		 * reads this socket finds it held. */
+		l->held = 1;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (unlikely(!usmc_rx_view(sk, &head, &prod)))
+			goto slow;
+		if (likely(prod != head))
+			break;
+		/* Empty: EOF, a reset and EAGAIN are the general path's. */
+		if ((flags & MSG_DONTWAIT) || (LOAD_RELAXED(&sk->sh->flags) & SKF_NONBLOCK) ||
+		    (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_DONE | CDC_F_ABORT)))
+			goto slow;
+		atomic_signal_fence(memory_order_seq_cst);
+		l->held = 0;
+		if (timeout == -1)
+			timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
+		rc = usmc_wait(sk, fd, USMC_WAIT_RX, timeout);
+		if (rc == -EINTR && !usmc_sig_should_eintr(timeout))
+			rc = 0;
+		if (unlikely(rc)) {
+			/* As the general path after its wait. */
+			usmc_sock_refresh(sk, fd);
+			if (sk_mode(sk) == USMC_MODE_MIGRATING)
+				return USMC_SLOW;
+			return rc;
+		}
+	}
+	len = MIN((size_t)(prod - head), n);
+	ring_get(sk->rx_ring, sk->size, head, buf, len);
+	if (unlikely(usmc_guard_poisoned(sk->lgr->guard)))
+		goto slow;
+	/* Release: our copy-out finished before the writer may reuse it. */
+	usmc_rx_publish(sk, head + len);
+	usmc_kick_space(sk);
+	if (sk->st)
+		usmc_stat_add(&sk->st->rx_bytes, len);
+	atomic_signal_fence(memory_order_seq_cst);
+	l->held = 0;
+	STAT_ADD(rx_bytes, len);
+	STAT_INC(rx_calls);
+	STAT_INC(rx_fast);
+	return (ssize_t)len;
+slow:
+	atomic_signal_fence(memory_order_seq_cst);
+	l->held = 0;
+	return USMC_SLOW;
+}
+
+/*
  * How much a write into pipe fd may carry without blocking: 0 when the pipe
  * is full.  Pipe buffers are page-granular, so this is an estimate; it only
  * serves SPLICE_F_NONBLOCK, where the kernel would return EAGAIN.

@@ -115,10 +115,6 @@ void usmc_sock_get(struct usmc_sock *sk)
 	local_fetch_add_int(&sk->ref, 1);
 }
 
-void usmc_sock_put(struct usmc_sock *sk)
-{
-	usmc_sock_put_closing(sk, -1);
-}
 
 /*
  * fd: the descriptor being closed (still open), for the release to talk to
@@ -127,8 +123,6 @@ void usmc_sock_put(struct usmc_sock *sk)
  */
 void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
 {
-	int held;
-
 	/* Others still hold it (a call in progress, or another descriptor):
 	 * keep the TCP socket alive past this close, as the kernel does. */
 	if (fd >= 0 && sk->kind == SK_CONN && LOAD_ACQUIRE(&sk->ref) > 1 &&
@@ -141,12 +135,17 @@ void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
 				usmc_ifd_close(dup);
 		}
 	}
-	if (local_fetch_add_int(&sk->ref, -1) != 1)
-		return;
-	held = atomic_exchange(&sk->held_fd, -1);
+	if (local_fetch_add_int(&sk->ref, -1) == 1)
+		usmc_sock_put_last(sk, fd);
+}
+
+/* The last reference is gone: the descriptor is gone from our table. */
+void usmc_sock_put_last(struct usmc_sock *sk, int fd)
+{
+	int held = atomic_exchange(&sk->held_fd, -1);
+
 	if (fd < 0)
 		fd = held;
-	/* Last local reference: the descriptor is gone from our table. */
 	usmc_epoll_forget(sk);
 	/* Releasing may still decide (and lock) an undecided connection. */
 	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {

@@ -262,7 +262,7 @@ static inline bool usmc_tx_lazy_ok(uint64_t prod, uint64_t head, uint64_t cons, 
 	       ring_valid(prod, head, size) && ring_free(prod, head, size) >= want;
 }
 
-static inline bool usmc_tx_view_lazy(struct usmc_sock *sk, uint64_t *head, uint64_t *prod,
+static inline __attribute__((always_inline)) bool usmc_tx_view_lazy(struct usmc_sock *sk, uint64_t *head, uint64_t *prod,
 				     size_t want)
 {
 	uint64_t p = LOAD_RELAXED(&sk->sh->tx_prod);
@@ -347,8 +347,14 @@ struct usmc_sock *usmc_sock_new(int fd, int kind);
 /* A local object for an existing shared half (exec adoption). */
 struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
 void usmc_sock_get(struct usmc_sock *sk);
-void usmc_sock_put(struct usmc_sock *sk);
 void usmc_sock_put_closing(struct usmc_sock *sk, int fd);
+void usmc_sock_put_last(struct usmc_sock *sk, int fd);
+
+static inline void usmc_sock_put(struct usmc_sock *sk)
+{
+	if (local_fetch_add_int(&sk->ref, -1) == 1)
+		usmc_sock_put_last(sk, -1);
+}
 /* A descriptor that still refers to sk: hint if it does, else any, or -1. */
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
@@ -381,7 +387,32 @@ void usmc_sock_count_late(struct usmc_sock *sk, int fd);
  */
 #define USMC_PASS	(-100000)
 
+/*
+ * The fast path (usmc_rx_fast, usmc_tx_fast): a call with plain flags on a
+ * connection in SMCD mode with none of the states below, in a process with
+ * one thread that has not forked since the socket was made (its locks are
+ * a flag, see usmc_flock), nobody in a call on it further up the stack (a
+ * signal handler), no epoll that watches an epoll, and a peer that has not
+ * moved to TCP.  It does what the general path does in that state, in a
+ * few dozen instructions; any other state, or a step it does not take
+ * (partial room, EOF, a reset, an invalid view), returns USMC_SLOW with
+ * nothing consumed or produced, and the general path starts over.
+ */
+#define USMC_SLOW	(-100001)
+#define SKF_FAST_BAD	(SKF_SHUT_RD | SKF_SHUT_WR | SKF_TCP_EOF | SKF_RST_SEEN | SKF_ABORTED | \
+			 SKF_CONNECTING | SKF_TCP_DATA | SKF_LOST)
+
+static inline bool usmc_fast_ok(const struct usmc_sock *sk, const struct usmc_flock *l)
+{
+	return LOAD_ACQUIRE(&sk->sh->mode) == USMC_MODE_SMCD &&
+	       l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded && !l->held &&
+	       !(LOAD_ACQUIRE(&sk->sh->flags) & SKF_FAST_BAD) && !sk->in_nested &&
+	       !(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE);
+}
+
 /* tx.c / rx.c: the data path on the rings */
+ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flags);
+ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, int flags);
 ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
 ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
 int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod);

@@ -34,6 +34,8 @@ struct usmc_counters {
 	_Atomic uint64_t tcp_rx_bytes;		/* bytes received on TCP-mode connections */
 	_Atomic uint64_t tx_calls;		/* send-side calls served from shared memory */
 	_Atomic uint64_t rx_calls;		/* receive-side calls served from shared memory */
+	_Atomic uint64_t tx_fast;		/* ... of the send-side calls, on the fast path (sock.h) */
+	_Atomic uint64_t rx_fast;		/* ... of the receive-side calls, on the fast path */
 	_Atomic uint64_t doorbells;		/* wake-ups sent to a sleeping peer */
 	_Atomic uint64_t sleeps;		/* waits that went to sleep in the kernel */
 	_Atomic uint64_t spin_hits;		/* waits satisfied while spinning */

@@ -304,6 +304,62 @@ static bool tx_unlock(struct usmc_sock *sk, int fd, bool flushing)
 	return tx_flush_deferred(sk, fd);
 }
 
+/*
+ * The fast path (sock.h): all of it fits now.  The sender's rules are
+ * tx_send()'s: the lazy view, the rewind, the backed room.
+ */
+ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, int flags)
+{
+	struct usmc_flock *l = &sk->sh->tx_lock;
+	uint64_t head, prod;
+
+	if (unlikely((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || !n || usmc_opt.dmb_copy))
+		return USMC_SLOW;
+	if (unlikely(!usmc_fast_ok(sk, l) || tx_held ||
+		     (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))))
+		return USMC_SLOW;
+	/* tx_lock(), as a flag (sock.h) */
+	tx_held = sk->sh;
+	atomic_signal_fence(memory_order_seq_cst);
+	l->held = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (unlikely(!usmc_tx_view_lazy(sk, &head, &prod, n)))
+		goto slow;
+	tx_rewind(sk, &head, &prod);
+	/* usmc_tx_room()'s answer when the write lies in the backed part. */
+	if (unlikely(ring_free(prod, head, sk->size) < n))
+		goto slow;
+	if (unlikely((prod & (sk->size - 1)) + n > LOAD_RELAXED(&sk->sh->tx_hw)) &&
+	    LOAD_RELAXED(&sk->sh->tx_hw) < sk->size && usmc_tx_room(sk, prod, head, n) < n)
+		goto slow;
+	ring_put(sk->tx_ring, sk->size, prod, buf, n);
+	if (unlikely(usmc_guard_poisoned(sk->lgr->guard)))
+		goto slow;
+	/* Publish after the copy; pairs with the reader's acquire. */
+	usmc_tx_publish(sk, prod + n);
+	usmc_kick_data(sk);
+	if (sk->st)
+		usmc_stat_add(&sk->st->tx_bytes, n);
+	/* tx_unlock(): a handler that finds tx_held still set queued its
+	 * bytes, and we see them after clearing it. */
+	atomic_signal_fence(memory_order_seq_cst);
+	l->held = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	tx_held = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (unlikely(*(volatile uint32_t *)&tx_defer_len))
+		tx_flush_deferred(sk, fd);
+	STAT_ADD(tx_bytes, n);
+	STAT_INC(tx_calls);
+	STAT_INC(tx_fast);
+	return (ssize_t)n;
+slow:
+	/* Handlers' bytes queued meanwhile go first: as if their signal
+	 * had come just before this call. */
+	tx_unlock(sk, fd, false);
+	return USMC_SLOW;
+}
+
 ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	return tx_send(sk, fd, iov, iovcnt, flags, false);
