@@ -318,20 +318,16 @@ ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flag
 	for (;;) {
 		if (unlikely(!usmc_fast_ok(sk, l)))
 			return USMC_SLOW;
-		/* As usmc_family_lock(): a handler that interrupts us and
-		 * reads this socket finds it held. */
-		l->held = 1;
-		atomic_signal_fence(memory_order_seq_cst);
+		usmc_family_hold(l);	/* usmc_fast_ok() checked it may */
 		if (unlikely(!usmc_rx_view(sk, &head, &prod)))
 			goto slow;
 		if (likely(prod != head))
 			break;
 		/* Empty: EOF, a reset and EAGAIN are the general path's. */
-		if ((flags & MSG_DONTWAIT) || (LOAD_RELAXED(&sk->sh->flags) & SKF_NONBLOCK) ||
+		if ((flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK) ||
 		    (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_DONE | CDC_F_ABORT)))
 			goto slow;
-		atomic_signal_fence(memory_order_seq_cst);
-		l->held = 0;
+		usmc_family_unlock(l);
 		if (timeout == -1)
 			timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
 		rc = usmc_wait(sk, fd, USMC_WAIT_RX, timeout);
@@ -354,15 +350,13 @@ ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flag
 	usmc_kick_space(sk);
 	if (sk->st)
 		usmc_stat_add(&sk->st->rx_bytes, len);
-	atomic_signal_fence(memory_order_seq_cst);
-	l->held = 0;
+	usmc_family_unlock(l);
 	STAT_ADD(rx_bytes, len);
 	STAT_INC(rx_calls);
 	STAT_INC(rx_fast);
 	return (ssize_t)len;
 slow:
-	atomic_signal_fence(memory_order_seq_cst);
-	l->held = 0;
+	usmc_family_unlock(l);
 	return USMC_SLOW;
 }
 

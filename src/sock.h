@@ -311,13 +311,19 @@ void usmc_family_free(struct usmc_sock_sh *sh);
 extern _Atomic uint32_t usmc_family_gen;
 int usmc_family_lock_slow(struct usmc_flock *l);
 
+/* The lock as a flag; the caller checked that it may be one and is free. */
+static inline void usmc_family_hold(struct usmc_flock *l)
+{
+	l->held = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
 static inline int usmc_family_lock(struct usmc_flock *l)
 {
 	if (likely(l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded)) {
 		if (l->held)
 			return -EDEADLK;	/* a handler interrupted the holder */
-		l->held = 1;
-		atomic_signal_fence(memory_order_seq_cst);
+		usmc_family_hold(l);
 		return 0;
 	}
 	return usmc_family_lock_slow(l);

@@ -289,7 +289,8 @@ static int tx_lock(struct usmc_sock *sk, bool flushing)
 }
 
 /* Returns true if queued handler bytes went out after ours. */
-static bool tx_unlock(struct usmc_sock *sk, int fd, bool flushing)
+static inline __attribute__((always_inline)) bool tx_unlock(struct usmc_sock *sk, int fd,
+							      bool flushing)
 {
 	usmc_family_unlock(&sk->sh->tx_lock);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -318,11 +319,10 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	if (unlikely(!usmc_fast_ok(sk, l) || tx_held ||
 		     (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))))
 		return USMC_SLOW;
-	/* tx_lock(), as a flag (sock.h) */
+	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
 	tx_held = sk->sh;
 	atomic_signal_fence(memory_order_seq_cst);
-	l->held = 1;
-	atomic_signal_fence(memory_order_seq_cst);
+	usmc_family_hold(l);
 	if (unlikely(!usmc_tx_view_lazy(sk, &head, &prod, n)))
 		goto slow;
 	tx_rewind(sk, &head, &prod);
@@ -340,15 +340,7 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	usmc_kick_data(sk);
 	if (sk->st)
 		usmc_stat_add(&sk->st->tx_bytes, n);
-	/* tx_unlock(): a handler that finds tx_held still set queued its
-	 * bytes, and we see them after clearing it. */
-	atomic_signal_fence(memory_order_seq_cst);
-	l->held = 0;
-	atomic_signal_fence(memory_order_seq_cst);
-	tx_held = NULL;
-	atomic_signal_fence(memory_order_seq_cst);
-	if (unlikely(*(volatile uint32_t *)&tx_defer_len))
-		tx_flush_deferred(sk, fd);
+	tx_unlock(sk, fd, false);
 	STAT_ADD(tx_bytes, n);
 	STAT_INC(tx_calls);
 	STAT_INC(tx_fast);

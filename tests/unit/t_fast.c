@@ -85,19 +85,6 @@ static void fast_expect(const struct fast_ctr *b, long long lo, long long hi, lo
 		 tg, rg, gen);
 }
 
-/* A pair on shared memory, settled by a byte each way. */
-static void fast_pair(int *c, int *s)
-{
-	char b;
-
-	t_pair(c, s);
-	t_write_all(*c, "c", 1);
-	t_read_all(*s, &b, 1);
-	t_write_all(*s, "s", 1);
-	t_read_all(*c, &b, 1);
-	t_smc_pairs++;
-}
-
 /* n round trips of 14-byte messages numbered from seq, checked. */
 static void rounds(int c, int s, int n, int seq)
 {
@@ -122,7 +109,7 @@ static void check_pingpong(void)
 
 	single_at_start = __libc_single_threaded;
 	fast_ctr_get(&b);
-	fast_pair(&c, &s);
+	t_pair_smc(&c, &s);
 	rounds(c, s, 2000, 0);
 	/* The handshake's own calls may go either way. */
 	fast_expect(&b, 4000, 4002, 0);
@@ -135,42 +122,48 @@ static void *nothing(void *arg)
 	return arg;
 }
 
-static void check_threaded(void)
+static void make_thread(void)
+{
+	pthread_t t;
+
+	t_assert(!pthread_create(&t, NULL, nothing, NULL), "pthread_create");
+	pthread_join(t, NULL);
+}
+
+static void fork_child(void)
+{
+	pid_t pid = t_fork_helper();
+
+	if (pid == 0)
+		_exit(0);
+	t_wait_child(pid, "child");
+}
+
+/* 100 round trips, event(), 100 more: only the first ones fast. */
+static void fast_until(void (*event)(void))
 {
 	struct fast_ctr b;
-	pthread_t t;
 	int c, s;
 
 	single_at_start = __libc_single_threaded;
 	fast_ctr_get(&b);
-	fast_pair(&c, &s);
+	t_pair_smc(&c, &s);
 	rounds(c, s, 100, 0);
-	t_assert(!pthread_create(&t, NULL, nothing, NULL), "pthread_create");
-	pthread_join(t, NULL);
+	event();
 	rounds(c, s, 100, 100);
 	fast_expect(&b, 200, 202, 200);
 	close(c);
 	close(s);
 }
 
+static void check_threaded(void)
+{
+	fast_until(make_thread);
+}
+
 static void check_forked(void)
 {
-	struct fast_ctr b;
-	pid_t pid;
-	int c, s;
-
-	single_at_start = __libc_single_threaded;
-	fast_ctr_get(&b);
-	fast_pair(&c, &s);
-	rounds(c, s, 100, 0);
-	pid = t_fork_helper();
-	if (pid == 0)
-		_exit(0);
-	t_wait_child(pid, "child");
-	rounds(c, s, 100, 100);
-	fast_expect(&b, 200, 202, 200);
-	close(c);
-	close(s);
+	fast_until(fork_child);
 }
 
 static void check_detours(void)
@@ -183,7 +176,7 @@ static void check_detours(void)
 
 	single_at_start = __libc_single_threaded;
 	fast_ctr_get(&b);
-	fast_pair(&c, &s);
+	t_pair_smc(&c, &s);
 	rounds(c, s, 10, 0);
 	/* peek, then the same bytes again */
 	t_write_all(c, "peekaboo", 8);
