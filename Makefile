@@ -4,6 +4,7 @@
 #   make asan       build/asan/ (ASan+UBSan library and tests)
 #   make tsan       build/tsan/ (TSan library and tests)
 #   make test       everything, then the whole test suite
+#   make conformance  real projects' test suites, plain vs usmc (docs/conformance.md)
 
 CC      ?= cc
 O       ?= build
@@ -53,6 +54,11 @@ include tests/fuzz/Makefile.inc
 test:
 	tests/run
 
+# Real projects' own network test suites (CPython, Tornado, Twisted), whole,
+# plain and under usmc, outcomes compared; results in docs/conformance.md.
+conformance: all
+	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json
+
 clean:
 	rm -rf build
 
@@ -65,4 +71,4 @@ lint:
 	cppcheck --enable=warning,performance,portability --std=c11 -D_GNU_SOURCE \
 		-iquote src --inline-suppr --quiet --error-exitcode=1 src/ cli/
 
-.PHONY: all asan tsan test clean tests lint
+.PHONY: all asan tsan test clean tests lint conformance

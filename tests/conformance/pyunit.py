@@ -1,0 +1,77 @@
+"""Run unittest test modules and write each test's outcome as JSON.
+
+    pyunit.py OUT.json MODULE_OR_TEST_ID...
+
+Used by the differential conformance runner (suites.py) for test suites
+built on unittest: CPython's own (test.test_asyncio, test.test_socketserver,
+...) and Tornado's.  The outcome of every test, keyed by its id, is one of
+ok, fail, error, skip, xfail, xpass.  Output of the tests goes to stderr as
+usual; the exit status is 0 whatever the tests did (the runner compares
+outcomes, it does not judge them).
+"""
+import json
+import sys
+import unittest
+
+
+class Recorder(unittest.TextTestResult):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.outcomes = {}
+
+    def _set(self, test, what):
+        # A failure in tearDown after a success overrides the success.
+        tid = test.id() if hasattr(test, "id") else str(test)
+        if what == "ok" and tid in self.outcomes:
+            return
+        self.outcomes[tid] = what
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._set(test, "ok")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._set(test, "fail")
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._set(test, "error")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._set(test, "skip")
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._set(test, "xfail")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._set(test, "xpass")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self.outcomes[test.id()] = "fail"
+
+
+def main():
+    out, names = sys.argv[1], sys.argv[2:]
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    for name in names:
+        try:
+            suite.addTests(loader.loadTestsFromName(name))
+        except Exception as e:  # a module that cannot load is an outcome too
+            print("cannot load %s: %r" % (name, e), file=sys.stderr)
+            suite.addTest(unittest.FunctionTestCase(lambda e=e: (_ for _ in ()).throw(e),
+                                                    description=name))
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=1, resultclass=Recorder)
+    result = runner.run(suite)
+    with open(out, "w") as f:
+        json.dump(result.outcomes, f, indent=0, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
