@@ -10,14 +10,35 @@ usual; the exit status is 0 whatever the tests did (the runner compares
 outcomes, it does not judge them).
 """
 import json
+import signal
 import sys
 import unittest
+
+# A test that hangs (one waiting for a network this machine does not have)
+# becomes an error instead of stopping the whole run.
+TEST_TIMEOUT = 60
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def _alarm(sig, frame):
+    raise TestTimeout("test took longer than %d s" % TEST_TIMEOUT)
 
 
 class Recorder(unittest.TextTestResult):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.outcomes = {}
+
+    def startTest(self, test):
+        signal.alarm(TEST_TIMEOUT)
+        super().startTest(test)
+
+    def stopTest(self, test):
+        signal.alarm(0)
+        super().stopTest(test)
 
     def _set(self, test, what):
         # A failure in tearDown after a success overrides the success.
@@ -58,6 +79,7 @@ class Recorder(unittest.TextTestResult):
 
 def main():
     out, names = sys.argv[1], sys.argv[2:]
+    signal.signal(signal.SIGALRM, _alarm)
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     for name in names:
@@ -67,7 +89,7 @@ def main():
             print("cannot load %s: %r" % (name, e), file=sys.stderr)
             suite.addTest(unittest.FunctionTestCase(lambda e=e: (_ for _ in ()).throw(e),
                                                     description=name))
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=1, resultclass=Recorder)
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=Recorder)
     result = runner.run(suite)
     with open(out, "w") as f:
         json.dump(result.outcomes, f, indent=0, sort_keys=True)
