@@ -252,7 +252,8 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->role = 'C';
 	usmc_stats_attach();
 
-	reason = usmc_conn_resources(sk, fd);
+	/* SIGIO is raised for TCP data only (interpose.c). */
+	reason = sk_flag(sk, SKF_ASYNC) ? USMC_R_ASYNC_IO : usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln);
 	if (!reason)

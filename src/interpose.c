@@ -386,6 +386,26 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	return dup_common(oldfd, newfd, rc);
 }
 
+/*
+ * O_ASYNC: SIGIO is the kernel's, raised for TCP data only.  A connection
+ * on shared memory moves to TCP first (migrate.c); one not connected yet
+ * stays TCP when it connects (af_usmc.c).  A connection already migrating
+ * gets no new ring data: what is left in its ring was there before.
+ */
+static void async_set(struct usmc_sock *sk, int fd, bool on)
+{
+	if (!on) {
+		sk_clear_flag(sk, SKF_ASYNC);
+		return;
+	}
+	sk_set_flag(sk, SKF_ASYNC);
+	if (sk->kind != SK_CONN)
+		return;
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	usmc_conn_to_tcp(sk, fd, USMC_R_ASYNC_IO);
+}
+
 static int fcntl_common(int fd, int cmd, long arg)
 {
 	struct usmc_sock *sk;
@@ -406,8 +426,7 @@ static int fcntl_common(int fd, int cmd, long arg)
 				sk_set_flag(sk, SKF_NONBLOCK);
 			else
 				sk_clear_flag(sk, SKF_NONBLOCK);
-			if ((arg & O_ASYNC) && sk_is_smc_path(sk))
-				usmc_dbg(1, "fd %d: O_ASYNC (SIGIO) is not delivered for shared-memory data", fd);
+			async_set(sk, fd, arg & O_ASYNC);
 			usmc_sock_put(sk);
 		}
 		break;
@@ -456,6 +475,9 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			sk_set_flag(sk, SKF_NONBLOCK);
 		else
 			sk_clear_flag(sk, SKF_NONBLOCK);
+	} else if (req == FIOASYNC && arg) {
+		/* Before the kernel's: no SIGIO for the bytes moved to TCP. */
+		async_set(sk, fd, *(int *)arg);
 	} else if (sk_is_smc_path(sk) && arg &&
 		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		usmc_sock_refresh(sk, fd);
@@ -463,9 +485,15 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
 			rc = 0;
 		}
-	} else if (sk_mode(sk) == USMC_MODE_SMCD && req == SIOCATMARK && arg) {
-		*(int *)arg = 0;
-		rc = 0;
+	} else if (req == SIOCATMARK && arg && sk->kind == SK_CONN) {
+		/* Urgent data only comes on TCP (tx.c), behind what is left
+		 * in the ring: not at the mark while the ring holds bytes. */
+		usmc_sock_refresh(sk, fd);
+		if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED ||
+		    (sk_mode(sk) == USMC_MODE_MIGRATING && sk->rx_p && usmc_sock_inq(sk) > 0)) {
+			*(int *)arg = 0;
+			rc = 0;
+		}
 	}
 	usmc_sock_put(sk);
 	if (rc == USMC_PASS)

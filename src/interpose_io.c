@@ -53,8 +53,9 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 	    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
 		return -ECONNRESET;
 	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
-	 * never the application's, not even for a peek. */
-	if (unlikely(sk_flag(sk, SKF_WAKEBYTE))) {
+	 * never the application's, not even for a peek; urgent data is not
+	 * in the stream. */
+	if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_OOB)) {
 		int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
 					    sk_flag(sk, SKF_NONBLOCK));
 
