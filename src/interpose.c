@@ -41,7 +41,15 @@ static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static sighandler_t (*real_signal)(int, sighandler_t);
 static void (*real_closefrom)(int);
 
+_Atomic int usmc_real_ready;
+
 #define R(name) real.name = dlsym(RTLD_NEXT, #name)
+/*
+ * Fill the whole table, then say so (release, pairs with ENSURE_REAL's
+ * acquire): a wrapper that runs before the constructor (another library's
+ * constructor, a thread it started) may use any entry once it sees the
+ * flag.  Idempotent: two callers racing store the same values.
+ */
 void usmc_real_init(void)
 {
 	R(socket); R(socketpair); R(connect); R(listen); R(accept); R(accept4);
@@ -56,6 +64,7 @@ void usmc_real_init(void)
 	usmc_real_sigaction = real_sigaction;
 	real_signal = dlsym(RTLD_NEXT, "signal");
 	real_closefrom = dlsym(RTLD_NEXT, "closefrom");
+	STORE_RELEASE(&usmc_real_ready, 1);
 }
 #undef R
 
@@ -218,7 +227,7 @@ EXPORT int listen(int fd, int backlog)
 	return rc;
 }
 
-EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+static int sock_accept(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
 	struct usmc_sock *sk;
 	int rc;
@@ -235,9 +244,14 @@ EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 	return rc;
 }
 
+EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+{
+	return sock_accept(fd, sa, salen, flags);
+}
+
 EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
-	return accept4(fd, sa, salen, 0);
+	return sock_accept(fd, sa, salen, 0);
 }
 
 EXPORT int shutdown(int fd, int how)

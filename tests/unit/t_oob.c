@@ -12,13 +12,12 @@
  * connection was on shared memory before and moved with its reason after.
  */
 #include "t_util.h"
+#include "t_selfdiff.h"
 
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 
-static FILE *tr;		/* this run's transcript */
-
-#define OBS(...)	fprintf(tr, __VA_ARGS__)
+#define OBS	T_OBS
 
 /* ---- usmc's view of our connections ------------------------------------ */
 
@@ -385,10 +384,7 @@ static void sc_midsend(void)
 	free(log);
 }
 
-static const struct {
-	const char *name;
-	void (*fn)(void);
-} scenarios[] = {
+static const struct t_scenario scenarios[] = {
 	{ "oob", sc_oob },
 	{ "oobinline", sc_oobinline },
 	{ "sigio", sc_sigio },
@@ -397,84 +393,8 @@ static const struct {
 	{ "midsend", sc_midsend },
 };
 
-/* The transcript of this program run with USMC_DISABLE=1. */
-static char *plain_transcript(char **argv)
-{
-	static char buf[1 << 16];
-	size_t len = 0;
-	int pfd[2], st;
-	ssize_t n;
-	pid_t pid;
-
-	t_ok(pipe(pfd));
-	pid = t_fork_helper();
-	if (pid == 0) {
-		dup2(pfd[1], 1);
-		close(pfd[0]);
-		close(pfd[1]);
-		setenv("USMC_DISABLE", "1", 1);
-		setenv("T_OOB_PLAIN", "1", 1);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	close(pfd[1]);
-	while ((n = read(pfd[0], buf + len, sizeof(buf) - 1 - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	close(pfd[0]);
-	t_ok(waitpid(pid, &st, 0));
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		t_fail("the plain run failed (status %d)", st);
-	return buf;
-}
-
 int main(int argc, char **argv)
 {
-	char *mine = NULL, *plain;
-	size_t len = 0;
-	unsigned int i;
-
 	t_name = "t_oob";
-	signal(SIGPIPE, SIG_IGN);
-	tr = open_memstream(&mine, &len);
-	if (!tr)
-		t_fail("open_memstream");
-	for (i = 0; i < ARRAY_LEN(scenarios); i++) {
-		int j;
-		bool want = argc < 2;
-
-		for (j = 1; j < argc; j++)
-			want |= !strcmp(argv[j], scenarios[i].name);
-		if (!want)
-			continue;
-		OBS("== %s\n", scenarios[i].name);
-		scenarios[i].fn();
-		fflush(tr);
-	}
-	fclose(tr);
-	if (getenv("T_OOB_PLAIN")) {
-		fputs(mine, stdout);
-		free(mine);
-		return T_EXIT_PASS;
-	}
-	if (!t_accel()) {
-		t_info("transcript:\n%s", mine);
-		free(mine);
-		return T_EXIT_PASS;
-	}
-	plain = plain_transcript(argv);
-	if (strcmp(plain, mine)) {
-		fprintf(stderr, "t_oob: transcripts differ\n--- TCP\n%s--- usmc\n%s", plain, mine);
-		free(mine);
-		return T_EXIT_FAIL;
-	}
-	t_info("transcript:\n%s", mine);
-	free(mine);
-	fprintf(stderr, "t_oob: %u scenarios, TCP and usmc agree\n", (unsigned int)ARRAY_LEN(scenarios));
-	return T_EXIT_PASS;
+	return t_selfdiff_main(argc, argv, scenarios, ARRAY_LEN(scenarios));
 }
