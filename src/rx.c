@@ -482,7 +482,7 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 		ev |= POLLIN | POLLRDNORM;
 	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
-	if (!usmc_tx_view(sk, &head, &prod) || prod - head < sk->size || cf & CDC_F_CLOSED ||
+	if (!usmc_tx_view(sk, &head, &prod) || prod - head < usmc_tx_cap(sk) || cf & CDC_F_CLOSED ||
 	    f & SKF_SHUT_WR)
 		ev |= POLLOUT | POLLWRNORM;
 	if (f & SKF_TCP_EOF) {

@@ -352,6 +352,14 @@ slow:
 	return USMC_SLOW;
 }
 
+/* want, cut to what the buffer sizes leave room for (usmc_tx_cap). */
+static size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
+{
+	uint64_t cap = usmc_tx_cap(sk);
+
+	return prod - head >= cap ? 0 : (size_t)MIN((uint64_t)want, cap - (prod - head));
+}
+
 /*
  * The connection left shared memory: what our ring still holds for the
  * peer goes out on TCP first (migrate.c), then the caller's bytes, which
@@ -446,7 +454,7 @@ moved:
 			continue;
 		}
 		tx_rewind(sk, &head, &prod);
-		space = usmc_tx_room(sk, prod, head, total - done);
+		space = usmc_tx_room(sk, prod, head, tx_want(sk, prod, head, total - done));
 		if (space) {
 			size_t n = (size_t)space;
 
@@ -552,7 +560,8 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			continue;
 		}
 		tx_rewind(sk, &head, &prod);
-		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head, len - done));
+		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head,
+							   tx_want(sk, prod, head, len - done)));
 		if (!n) {
 			if (nonblock || done)
 				break;

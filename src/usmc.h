@@ -155,7 +155,7 @@ enum usmc_reason {
 	USMC_R_PEER_GONE,	/* the listener or link group owner died during the handshake */
 	USMC_R_SERVER_TCP,	/* the server committed to TCP first (it wrote before the proposal) */
 	USMC_R_WITHDRAWN,	/* the client saw TCP bytes on a proposed connection and withdrew */
-	USMC_R_SOCKOPT,		/* a socket option or mode SMC cannot honour (O_ASYNC, MSG_OOB...) */
+	USMC_R_SOCKOPT,		/* a socket option or mode SMC cannot honour */
 	USMC_R_EXEC_PLAIN,	/* handed across exec() to a program without libusmc */
 	USMC_R_PEER_MIGRATED,	/* the peer moved the connection to TCP */
 	USMC_R_INTERNAL,	/* internal error (bug): details with USMC_DEBUG=1 */
