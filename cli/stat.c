@@ -16,16 +16,23 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* Counter names, in struct usmc_counters order (before the arrays). */
-static const char *const ctr_names[] = {
-	"smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors",
-	"tx_bytes", "rx_bytes", "tcp_tx_bytes", "tcp_rx_bytes", "tx_calls", "rx_calls",
-	"tx_fast", "rx_fast",
-	"doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
-	"dmbs_registered", "dmbs_reused", "late_declines", "wake_bytes",
+/* The scalar counters by field name, in struct usmc_counters order. */
+#define CTR(field)	{ #field, offsetof(struct usmc_counters, field) / 8 }
+static const struct {
+	const char *name;
+	unsigned int idx;	/* index into usmc_counters_snapshot.v */
+} ctrs[] = {
+	CTR(smc_conns), CTR(smc_client), CTR(smc_server), CTR(tcp_conns), CTR(handshake_errors),
+	CTR(tx_bytes), CTR(rx_bytes), CTR(tcp_tx_bytes), CTR(tcp_rx_bytes), CTR(tx_calls),
+	CTR(rx_calls), CTR(tx_fast), CTR(rx_fast), CTR(doorbells), CTR(sleeps), CTR(spin_hits),
+	CTR(lgr_created), CTR(lgr_attached), CTR(dmbs_registered), CTR(dmbs_reused),
+	CTR(late_declines), CTR(wake_bytes),
 };
-#define NSCALAR ARRAY_SIZE(ctr_names)
+#undef CTR
+#define NSCALAR ARRAY_SIZE(ctrs)
 BUILD_BUG_ON(NSCALAR * 8 != offsetof(struct usmc_counters, aborts));
+/* The value of one counter of a snapshot, named by its field. */
+#define V(s, field)	((unsigned long long)(s).v[offsetof(struct usmc_counters, field) / 8])
 #define ABORT_BASE (offsetof(struct usmc_counters, aborts) / 8)
 #define FALLBACK_BASE (offsetof(struct usmc_counters, fallback) / 8)
 
@@ -136,7 +143,8 @@ int cmd_stat(int argc, char **argv)
 		printf("{\n  \"rundir\": ");
 		json_str(usmc_rundir_path());
 		for (i = 0; i < NSCALAR; i++)
-			printf(",\n  \"%s\": %llu", ctr_names[i], (unsigned long long)s.v[i]);
+			printf(",\n  \"%s\": %llu", ctrs[i].name,
+			       (unsigned long long)s.v[ctrs[i].idx]);
 		printf(",\n  \"tcp_fallback\": {");
 		for (i = 1, first = true; i < USMC_R_MAX; i++) {
 			if (!s.v[FALLBACK_BASE + i])
@@ -172,12 +180,19 @@ int cmd_stat(int argc, char **argv)
 	printf("\nrundir %s\n", usmc_rundir_path());
 	printf("connections: %llu on shared memory (%llu client, %llu server), %llu on TCP, "
 	       "%llu handshake errors\n",
-	       (unsigned long long)s.v[0], (unsigned long long)s.v[1], (unsigned long long)s.v[2],
-	       (unsigned long long)s.v[3], (unsigned long long)s.v[4]);
+	       V(s, smc_conns), V(s, smc_client), V(s, smc_server), V(s, tcp_conns),
+	       V(s, handshake_errors));
 	printf("shared memory: %llu bytes sent, %llu received, %llu doorbells, %llu sleeps, "
 	       "%llu spin hits\n",
-	       (unsigned long long)s.v[5], (unsigned long long)s.v[6], (unsigned long long)s.v[11],
-	       (unsigned long long)s.v[12], (unsigned long long)s.v[13]);
+	       V(s, tx_bytes), V(s, rx_bytes), V(s, doorbells), V(s, sleeps), V(s, spin_hits));
+	printf("calls: %llu send, %llu receive (%llu send, %llu receive on the fast path)\n",
+	       V(s, tx_calls), V(s, rx_calls), V(s, tx_fast), V(s, rx_fast));
+	printf("tcp mode: %llu bytes sent, %llu received\n", V(s, tcp_tx_bytes),
+	       V(s, tcp_rx_bytes));
+	printf("link groups: %llu created, %llu attached; dmbs: %llu registered, %llu reused\n",
+	       V(s, lgr_created), V(s, lgr_attached), V(s, dmbs_registered), V(s, dmbs_reused));
+	printf("handshake: %llu late declines, %llu wake bytes\n", V(s, late_declines),
+	       V(s, wake_bytes));
 	printf("tcp fallback:");
 	for (i = 1, first = true; i < USMC_R_MAX; i++)
 		if (s.v[FALLBACK_BASE + i]) {

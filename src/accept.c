@@ -216,6 +216,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	sk->local = lsk->bound;
 	if (flags & SOCK_NONBLOCK)
 		sk_set_flag(sk, SKF_NONBLOCK);
+	usmc_sock_buf_inherit(sk, lsk);
 
 	if (!lsk->lst) {
 		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?

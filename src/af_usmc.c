@@ -109,6 +109,83 @@ void usmc_conn_established(struct usmc_sock *sk)
 		 (unsigned long long)sk->lgr->id, sk->slot, sk->size);
 }
 
+/* ---- socket buffer sizes ---------------------------------------------- */
+
+/*
+ * TCP holds at most what the sender's SO_SNDBUF and the receiver's
+ * SO_RCVBUF let it (each about half of what the kernel reports: the rest
+ * is its bookkeeping), and a program that sets them counts on it: a
+ * sender blocks, and learns when the peer goes away in the middle.  The
+ * ring is much larger, so once the application set either size, what we
+ * have in flight is held to the same: our SO_SNDBUF (sh->sndbuf) plus the
+ * receiver's SO_RCVBUF, which it publishes in its consumer line
+ * (CDC_F_RCVLIM).  A size not set is the ring's (TCP would grow it).
+ * A receiver's size set after its peer sent is applied from then on.
+ */
+uint64_t usmc_tx_cap_slow(const struct usmc_sock *sk)
+{
+	uint32_t snd = LOAD_RELAXED(&sk->sh->sndbuf), rcv = 0;
+	uint64_t cap;
+
+	if (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_RCVLIM)
+		rcv = LOAD_RELAXED(&sk->tx_c->rcvbuf);	/* after the flag (acquire) */
+	cap = (uint64_t)(snd ? snd / 2 : sk->size) + (rcv ? rcv / 2 : sk->size);
+	return cap < 1 ? 1 : MIN(cap, (uint64_t)sk->size);
+}
+
+/* Our SO_RCVBUF to the sender, if set and connected on shared memory. */
+static void rcvbuf_publish(struct usmc_sock *sk)
+{
+	uint32_t v = LOAD_RELAXED(&sk->sh->rcvbuf);
+
+	if (!v || !sk->rx_c)
+		return;
+	STORE_RELAXED(&sk->rx_c->rcvbuf, v);
+	/* Release: the value before the flag (usmc_tx_cap_slow's acquire). */
+	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_RCVLIM, memory_order_release);
+	usmc_kick_space(sk);	/* it may have grown: a sender waiting for room */
+}
+
+void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name)
+{
+	socklen_t l = sizeof(int);
+	int v = 0;
+
+	if (name == SO_SNDBUFFORCE)
+		name = SO_SNDBUF;
+	else if (name == SO_RCVBUFFORCE)
+		name = SO_RCVBUF;
+	if ((name != SO_SNDBUF && name != SO_RCVBUF) ||
+	    real.getsockopt(fd, SOL_SOCKET, name, &v, &l) || v <= 0)
+		return;
+	if (name == SO_SNDBUF) {
+		STORE_RELAXED(&sk->sh->sndbuf, (uint32_t)v);
+		sk_set_flag(sk, SKF_BUFLIM);
+		usmc_dbg(2, "fd %d: SO_SNDBUF %d: at most %d bytes in flight of ours", fd, v,
+			 v / 2);
+		return;
+	}
+	STORE_RELAXED(&sk->sh->rcvbuf, (uint32_t)v);
+	if (sk->kind == SK_CONN && (sk_mode(sk) == USMC_MODE_SMCD ||
+				    sk_mode(sk) == USMC_MODE_PROPOSED)) {
+		pthread_mutex_lock(&sk->lock);
+		rcvbuf_publish(sk);
+		pthread_mutex_unlock(&sk->lock);
+	}
+}
+
+/* An accepted socket has its listener's sizes, as in TCP. */
+void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk)
+{
+	uint32_t snd = LOAD_RELAXED(&lsk->sh->sndbuf);
+
+	STORE_RELAXED(&sk->sh->rcvbuf, LOAD_RELAXED(&lsk->sh->rcvbuf));
+	if (snd) {
+		STORE_RELAXED(&sk->sh->sndbuf, snd);
+		sk_set_flag(sk, SKF_BUFLIM);
+	}
+}
+
 /* Point the connection at its slot: our lines, the peer's lines, rings. */
 #define TX_FIRST_RESERVE	(64u << 10)
 
@@ -161,6 +238,8 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	l->dev->drain(sk->bell_own);
 	sk->bell_unread = 0;
 	usmc_publish_cpu(sk, sched_getcpu());
+	if (fresh)
+		rcvbuf_publish(sk);
 	return 0;
 }
 
@@ -252,7 +331,8 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->role = 'C';
 	usmc_stats_attach();
 
-	reason = usmc_conn_resources(sk, fd);
+	/* SIGIO is raised for TCP data only (interpose.c). */
+	reason = sk_flag(sk, SKF_ASYNC) ? USMC_R_ASYNC_IO : usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln);
 	if (!reason)

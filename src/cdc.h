@@ -43,6 +43,7 @@
 #define CDC_F_ABORT	0x2	/* producer or consumer: connection reset (RST) */
 #define CDC_F_CLOSED	0x4	/* consumer: closed, will never read (peer writes get EPIPE) */
 #define CDC_F_MIGRATE	0x8	/* both lines: this end continues on TCP (migrate.c) */
+#define CDC_F_RCVLIM	0x10	/* consumer: rcvbuf holds its SO_RCVBUF (af_usmc.c) */
 
 struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint64_t prod;		/* bytes ever produced (skips included) */
@@ -65,6 +66,8 @@ struct usmc_cdc_cons {			/* written by the receiver only */
 	_Atomic uint32_t data_armed;	/* bumped when the receiver sleeps for data */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the receiver */
 	_Atomic uint32_t waiting;	/* hint: receiver spinning/sleeping */
+	_Atomic uint32_t rcvbuf;	/* SO_RCVBUF as the kernel reports it, bytes (CDC_F_RCVLIM);
+					 * untrusted: it only ever limits the sender's own use */
 } __cacheline;
 
 enum usmc_slot_state {			/* client line: the owner's slot allocator */
@@ -119,6 +122,7 @@ static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
 {
 	STORE_RELAXED(&c->cons, 0);
 	STORE_RELAXED(&c->flags, 0);
+	STORE_RELAXED(&c->rcvbuf, 0);
 	STORE_RELAXED(&c->data_armed, 0);
 	STORE_RELAXED(&c->waiting, 0);
 }

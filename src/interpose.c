@@ -41,7 +41,15 @@ static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 static sighandler_t (*real_signal)(int, sighandler_t);
 static void (*real_closefrom)(int);
 
+_Atomic int usmc_real_ready;
+
 #define R(name) real.name = dlsym(RTLD_NEXT, #name)
+/*
+ * Fill the whole table, then say so (release, pairs with ENSURE_REAL's
+ * acquire): a wrapper that runs before the constructor (another library's
+ * constructor, a thread it started) may use any entry once it sees the
+ * flag.  Idempotent: two callers racing store the same values.
+ */
 void usmc_real_init(void)
 {
 	R(socket); R(socketpair); R(connect); R(listen); R(accept); R(accept4);
@@ -56,6 +64,7 @@ void usmc_real_init(void)
 	usmc_real_sigaction = real_sigaction;
 	real_signal = dlsym(RTLD_NEXT, "signal");
 	real_closefrom = dlsym(RTLD_NEXT, "closefrom");
+	STORE_RELEASE(&usmc_real_ready, 1);
 }
 #undef R
 
@@ -218,7 +227,7 @@ EXPORT int listen(int fd, int backlog)
 	return rc;
 }
 
-EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+static int sock_accept(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
 	struct usmc_sock *sk;
 	int rc;
@@ -235,9 +244,14 @@ EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 	return rc;
 }
 
+EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+{
+	return sock_accept(fd, sa, salen, flags);
+}
+
 EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
-	return accept4(fd, sa, salen, 0);
+	return sock_accept(fd, sa, salen, 0);
 }
 
 EXPORT int shutdown(int fd, int how)
@@ -386,6 +400,26 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	return dup_common(oldfd, newfd, rc);
 }
 
+/*
+ * O_ASYNC: SIGIO is the kernel's, raised for TCP data only.  A connection
+ * on shared memory moves to TCP first (migrate.c); one not connected yet
+ * stays TCP when it connects (af_usmc.c).  A connection already migrating
+ * gets no new ring data: what is left in its ring was there before.
+ */
+static void async_set(struct usmc_sock *sk, int fd, bool on)
+{
+	if (!on) {
+		sk_clear_flag(sk, SKF_ASYNC);
+		return;
+	}
+	sk_set_flag(sk, SKF_ASYNC);
+	if (sk->kind != SK_CONN)
+		return;
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	usmc_conn_to_tcp(sk, fd, USMC_R_ASYNC_IO);
+}
+
 static int fcntl_common(int fd, int cmd, long arg)
 {
 	struct usmc_sock *sk;
@@ -406,8 +440,7 @@ static int fcntl_common(int fd, int cmd, long arg)
 				sk_set_flag(sk, SKF_NONBLOCK);
 			else
 				sk_clear_flag(sk, SKF_NONBLOCK);
-			if ((arg & O_ASYNC) && sk_is_smc_path(sk))
-				usmc_dbg(1, "fd %d: O_ASYNC (SIGIO) is not delivered for shared-memory data", fd);
+			async_set(sk, fd, arg & O_ASYNC);
 			usmc_sock_put(sk);
 		}
 		break;
@@ -456,6 +489,9 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			sk_set_flag(sk, SKF_NONBLOCK);
 		else
 			sk_clear_flag(sk, SKF_NONBLOCK);
+	} else if (req == FIOASYNC && arg) {
+		/* Before the kernel's: no SIGIO for the bytes moved to TCP. */
+		async_set(sk, fd, *(int *)arg);
 	} else if (sk_is_smc_path(sk) && arg &&
 		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		usmc_sock_refresh(sk, fd);
@@ -463,9 +499,15 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
 			rc = 0;
 		}
-	} else if (sk_mode(sk) == USMC_MODE_SMCD && req == SIOCATMARK && arg) {
-		*(int *)arg = 0;
-		rc = 0;
+	} else if (req == SIOCATMARK && arg && sk->kind == SK_CONN) {
+		/* Urgent data only comes on TCP (tx.c), behind what is left
+		 * in the ring: not at the mark while the ring holds bytes. */
+		usmc_sock_refresh(sk, fd);
+		if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED ||
+		    (sk_mode(sk) == USMC_MODE_MIGRATING && sk->rx_p && usmc_sock_inq(sk) > 0)) {
+			*(int *)arg = 0;
+			rc = 0;
+		}
 	}
 	usmc_sock_put(sk);
 	if (rc == USMC_PASS)
@@ -516,6 +558,9 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		return rc;
 	/* Whatever it was (SO_RCVTIMEO and its _NEW/_OLD forms...). */
 	atomic_fetch_add_explicit(&sk->sh->timeo_ver, 1, memory_order_release);
+	if (name == SO_SNDBUF || name == SO_RCVBUF || name == SO_SNDBUFFORCE ||
+	    name == SO_RCVBUFFORCE)
+		usmc_sock_bufsize(sk, fd, name);
 	if (name == SO_LINGER && len >= sizeof(struct linger)) {
 		const struct linger *l = val;
 

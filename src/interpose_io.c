@@ -37,6 +37,16 @@
 
 /* ---- data path -------------------------------------------------------- */
 
+/*
+ * Every exported entry point calls the internal implementation, never
+ * another exported wrapper: a call between two of ours through the PLT
+ * would reach whatever another preloaded library put under that name
+ * (__read_chk must not end in someone else's read), and would look the
+ * descriptor up again (recvmmsg, sendmmsg).  INTERNAL bodies are inlined
+ * into each entry point, so read() itself is the same code as before.
+ */
+#define INTERNAL static inline __attribute__((always_inline))
+
 /* Receive into iov on a tracked socket; USMC_PASS when it is plain TCP. */
 static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
@@ -53,8 +63,9 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 	    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
 		return -ECONNRESET;
 	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
-	 * never the application's, not even for a peek. */
-	if (unlikely(sk_flag(sk, SKF_WAKEBYTE))) {
+	 * never the application's, not even for a peek; urgent data is not
+	 * in the stream. */
+	if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_OOB)) {
 		int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
 					    sk_flag(sk, SKF_NONBLOCK));
 
@@ -100,7 +111,7 @@ static inline __attribute__((always_inline)) ssize_t sk_tx1(struct usmc_sock *sk
 	return likely(r != USMC_SLOW) ? r : sk_tx(sk, fd, &v, 1, flags);
 }
 
-EXPORT ssize_t read(int fd, void *buf, size_t n)
+INTERNAL ssize_t io_read(int fd, void *buf, size_t n)
 {
 	struct usmc_sock *sk;
 	ssize_t r;
@@ -119,6 +130,11 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	}
 	usmc_sock_put(sk);
 	return r;
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	return io_read(fd, buf, n);
 }
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -182,7 +198,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	return r;
 }
 
-EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+INTERNAL ssize_t io_recv(int fd, void *buf, size_t n, int flags)
 {
 	struct usmc_sock *sk;
 	ssize_t r;
@@ -201,6 +217,11 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	}
 	usmc_sock_put(sk);
 	return r;
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	return io_recv(fd, buf, n, flags);
 }
 
 EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -223,8 +244,8 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return r;
 }
 
-EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
-			socklen_t *salen)
+INTERNAL ssize_t io_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
+			     socklen_t *salen)
 {
 	struct usmc_sock *sk;
 	ssize_t r;
@@ -248,6 +269,12 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 	return r;
 }
 
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa,
+			socklen_t *salen)
+{
+	return io_recvfrom(fd, buf, n, flags, sa, salen);
+}
+
 EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
 		      socklen_t salen)
 {
@@ -269,6 +296,27 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	return r;
 }
 
+/* recvmsg(2) on a tracked socket: one call, or one message of recvmmsg. */
+static ssize_t msg_rx(struct usmc_sock *sk, int fd, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_rx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.recvmsg(fd, msg, flags);
+		if (r < 0)
+			return -errno;
+		if (!(flags & MSG_PEEK))
+			usmc_tcp_count(sk, r, false);
+	} else if (r >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return r;
+}
+
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct usmc_sock *sk;
@@ -278,21 +326,24 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.recvmsg(fd, msg, flags);
-	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
-	    sk_rx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
-	if (r == USMC_PASS) {
-		r = real.recvmsg(fd, msg, flags);
-		if (!(flags & MSG_PEEK))
-			usmc_tcp_count(sk, r, false);
-	} else {
-		if (r >= 0) {
-			msg->msg_namelen = 0;
-			msg->msg_controllen = 0;
-			msg->msg_flags = 0;
-		}
-		r = ret(r);
-	}
+	r = msg_rx(sk, fd, msg, flags);
 	usmc_sock_put(sk);
+	return ret(r);
+}
+
+/* sendmsg(2) on a tracked socket: one call, or one message of sendmmsg. */
+static ssize_t msg_tx(struct usmc_sock *sk, int fd, const struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
+	    sk_tx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r == USMC_PASS) {
+		r = real.sendmsg(fd, msg, flags);
+		if (r < 0)
+			return -errno;
+		usmc_tcp_count(sk, r, true);
+	}
 	return r;
 }
 
@@ -305,73 +356,138 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmsg(fd, msg, flags);
-	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
-	    sk_tx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
-	if (r == USMC_PASS) {
-		r = real.sendmsg(fd, msg, flags);
-		usmc_tcp_count(sk, r, true);
-	} else {
-		r = ret(r);
-	}
+	r = msg_tx(sk, fd, msg, flags);
 	usmc_sock_put(sk);
-	return r;
+	return ret(r);
+}
+
+#define NSEC_PER_SEC	1000000000LL
+
+/*
+ * recvmmsg(2) on shared memory, as the kernel runs it (net/socket.c): each
+ * message is one recvmsg with the caller's flags, so each waits as the
+ * socket would; only MSG_WAITFORONE makes the ones after the first
+ * non-blocking.  The timeout is looked at after each message (it never
+ * cuts a wait short), set to what is left, and ends the call once spent.
+ * An error after the first message ends it with what was received.
+ */
+static ssize_t mmsg_rx(struct usmc_sock *sk, int fd, struct mmsghdr *v, unsigned int n,
+		       int flags, struct timespec *t)
+{
+	uint64_t end = 0, now;
+	unsigned int i;
+	ssize_t r = 0;
+
+	if (t) {
+		if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= NSEC_PER_SEC)
+			return -EINVAL;
+		/* A zero timeout ends the call after the first message. */
+		if (t->tv_sec || t->tv_nsec)
+			end = usmc_now_ns() +
+			      (uint64_t)MIN(t->tv_sec, (time_t)(INT64_MAX / NSEC_PER_SEC / 2)) *
+			      NSEC_PER_SEC + (uint64_t)t->tv_nsec;
+	}
+	n = MIN(n, (unsigned int)IOV_MAX);
+	for (i = 0; i < n; i++) {
+		r = msg_rx(sk, fd, &v[i].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r < 0)
+			break;
+		v[i].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (t) {
+			now = usmc_now_ns();
+			if (now >= end) {
+				t->tv_sec = 0;
+				t->tv_nsec = 0;
+				i++;
+				break;
+			}
+			t->tv_sec = (time_t)((end - now) / NSEC_PER_SEC);
+			t->tv_nsec = (long)((end - now) % NSEC_PER_SEC);
+		}
+	}
+	return i ? (ssize_t)i : r;
 }
 
 EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t)
 {
 	struct usmc_sock *sk;
-	unsigned int i;
 	ssize_t r;
 
 	ENSURE_REAL(recvmmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.recvmmsg(fd, v, n, flags, t);
-	if (!sk_is_smc_path(sk)) {
-		usmc_sock_put(sk);
-		return real.recvmmsg(fd, v, n, flags, t);
+	r = sk_is_smc_path(sk) ? mmsg_rx(sk, fd, v, n, flags, t) : USMC_PASS;
+	if (r == USMC_PASS) {
+		r = real.recvmmsg(fd, v, n, flags, t);
+		if (r < 0)
+			r = -errno;
+		else if (!(flags & MSG_PEEK))
+			for (unsigned int i = 0; i < (unsigned int)r; i++)
+				usmc_tcp_count(sk, v[i].msg_len, false);
 	}
+	usmc_sock_put(sk);
+	return (int)ret(r);
+}
+
+static size_t msg_len(const struct msghdr *msg)
+{
+	size_t len = 0, i;
+
+	for (i = 0; i < msg->msg_iovlen; i++)
+		len += msg->msg_iov[i].iov_len;
+	return len;
+}
+
+/*
+ * sendmmsg(2) on shared memory, as the kernel runs it: one sendmsg per
+ * message, until an error or a message that went out short.
+ */
+static ssize_t mmsg_tx(struct usmc_sock *sk, int fd, struct mmsghdr *v, unsigned int n,
+		       int flags)
+{
+	unsigned int i;
+	ssize_t r = 0;
+
+	n = MIN(n, (unsigned int)IOV_MAX);
 	for (i = 0; i < n; i++) {
-		r = recvmsg(fd, &v[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
+		r = msg_tx(sk, fd, &v[i].msg_hdr, flags);
 		if (r < 0)
 			break;
 		v[i].msg_len = (unsigned int)r;
-		if (flags & MSG_WAITFORONE)
-			flags |= MSG_DONTWAIT;
+		if ((size_t)r < msg_len(&v[i].msg_hdr)) {
+			i++;
+			break;
+		}
 	}
-	usmc_sock_put(sk);
-	if (i)
-		return (int)i;
-	return -1;
+	return i ? (ssize_t)i : r;
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	struct usmc_sock *sk;
-	unsigned int i;
 	ssize_t r;
 
 	ENSURE_REAL(sendmmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmmsg(fd, v, n, flags);
-	if (!sk_is_smc_path(sk)) {
-		usmc_sock_put(sk);
-		return real.sendmmsg(fd, v, n, flags);
-	}
-	for (i = 0; i < n; i++) {
-		r = sendmsg(fd, &v[i].msg_hdr, flags);
+	r = sk_is_smc_path(sk) ? mmsg_tx(sk, fd, v, n, flags) : USMC_PASS;
+	if (r == USMC_PASS) {
+		r = real.sendmmsg(fd, v, n, flags);
 		if (r < 0)
-			break;
-		v[i].msg_len = (unsigned int)r;
+			r = -errno;
+		else
+			for (unsigned int i = 0; i < (unsigned int)r; i++)
+				usmc_tcp_count(sk, v[i].msg_len, true);
 	}
 	usmc_sock_put(sk);
-	if (i)
-		return (int)i;
-	return -1;
+	return (int)ret(r);
 }
 
-EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+INTERNAL ssize_t io_sendfile(int out, int in, off_t *off, size_t count)
 {
 	struct usmc_sock *sk;
 	ssize_t r;
@@ -391,9 +507,14 @@ EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	return r;
 }
 
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	return io_sendfile(out, in, off, count);
+}
+
 EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
-	return sendfile(out, in, off, count);
+	return io_sendfile(out, in, off, count);
 }
 
 EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len,
@@ -432,14 +553,14 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (n > buflen)
 		__chk_fail();
-	return read(fd, buf, n);
+	return io_read(fd, buf, n);
 }
 
 EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
 	if (n > buflen)
 		__chk_fail();
-	return recv(fd, buf, n, flags);
+	return io_recv(fd, buf, n, flags);
 }
 
 EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
@@ -447,5 +568,5 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int fl
 {
 	if (n > buflen)
 		__chk_fail();
-	return recvfrom(fd, buf, n, flags, sa, salen);
+	return io_recvfrom(fd, buf, n, flags, sa, salen);
 }

@@ -35,13 +35,18 @@
 
 /* ---- readiness -------------------------------------------------------- */
 
-EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+/* The fortified entry points below call these, never poll()/ppoll()
+ * through the PLT (interpose_io.c says why). */
+static inline __attribute__((always_inline)) int io_poll(struct pollfd *fds, nfds_t n,
+							  int timeout)
 {
 	ENSURE_REAL(poll);
 	return (int)ret(usmc_poll(fds, n, timeout, NULL, false));
 }
 
-EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+static inline __attribute__((always_inline)) int io_ppoll(struct pollfd *fds, nfds_t n,
+							   const struct timespec *ts,
+							   const sigset_t *mask)
 {
 	int t = -1;
 
@@ -50,6 +55,16 @@ EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const 
 		t = (int)MIN((long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000,
 			     (long long)0x7fffffff);
 	return (int)ret(usmc_poll(fds, n, t, mask, true));
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return io_poll(fds, n, timeout);
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	return io_ppoll(fds, n, ts, mask);
 }
 
 EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
@@ -169,7 +184,7 @@ EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 {
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
-	return poll(fds, n, timeout);
+	return io_poll(fds, n, timeout);
 }
 
 EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
@@ -177,5 +192,5 @@ EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 {
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
-	return ppoll(fds, n, ts, mask);
+	return io_ppoll(fds, n, ts, mask);
 }

@@ -42,6 +42,14 @@ short usmc_poll_revents(struct usmc_sock *sk, int fd, short events)
 
 	usmc_sock_refresh(sk, fd);
 	ev = usmc_sock_poll(sk);
+	/* Urgent data arrives on TCP only (tx.c), while the ring may still
+	 * hold what came before it: the kernel tells. */
+	if (unlikely(events & POLLPRI) && sk_mode(sk) == USMC_MODE_MIGRATING) {
+		struct pollfd p = { .fd = fd, .events = POLLPRI };
+
+		if (real.poll(&p, 1, 0) == 1)
+			ev |= p.revents & POLLPRI;
+	}
 	return (short)(ev & (unsigned int)app_mask(events));
 }
 
@@ -269,7 +277,7 @@ restart:
 			/* The application's slot becomes the TCP watch (EOF/RST;
 			 * while migrating also new bytes and room to send). */
 			p->events = POLLIN | POLLRDHUP |
-				    (sk_mode(sk) == USMC_MODE_MIGRATING ? POLLOUT : 0);
+				    (sk_mode(sk) == USMC_MODE_MIGRATING ? POLLOUT | POLLPRI : 0);
 			if (sk_flag(sk, SKF_TCP_EOF))
 				p->fd = -1;
 			ent[i].kidx = nk;

@@ -166,6 +166,10 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	for (i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	usmc_sock_refresh(sk, fd);
+	/* Urgent data only ever travels on TCP (tx.c), and its receive
+	 * never blocks: the kernel answers, whatever the mode. */
+	if (unlikely(flags & MSG_OOB))
+		return USMC_PASS;
 	if (sk_flag(sk, SKF_CONNECTING) && nonblock)
 		return -EAGAIN;
 	while (sk_mode(sk) == USMC_MODE_UNDECIDED) {
@@ -188,8 +192,6 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 		rc = usmc_tcp_skip_wake(sk, fd, nonblock);
 		return rc ? rc : USMC_PASS;
 	}
-	if (flags & MSG_OOB)
-		return -EINVAL;
 migrating:
 	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
 		rc = migrate_rx_ready(sk, fd, nonblock, &timeout);
@@ -480,7 +482,7 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 		ev |= POLLIN | POLLRDNORM;
 	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
-	if (!usmc_tx_view(sk, &head, &prod) || prod - head < sk->size || cf & CDC_F_CLOSED ||
+	if (!usmc_tx_view(sk, &head, &prod) || prod - head < usmc_tx_cap(sk) || cf & CDC_F_CLOSED ||
 	    f & SKF_SHUT_WR)
 		ev |= POLLOUT | POLLWRNORM;
 	if (f & SKF_TCP_EOF) {

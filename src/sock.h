@@ -52,6 +52,8 @@ enum usmc_sock_kind {
 #define SKF_TCP_SHUT	0x8000	/* MIGRATING: our ring FIN was passed on to TCP */
 #define SKF_LOST	0x10000	/* declined after the client left: its bytes are lost */
 #define SKF_DECLINED	0x20000	/* client: the server declined; it never uses our slot */
+#define SKF_ASYNC	0x40000	/* O_ASYNC on the open file description (SIGIO: TCP only) */
+#define SKF_BUFLIM	0x80000	/* SO_SNDBUF set: sh->sndbuf limits what we have in flight */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -108,6 +110,9 @@ struct usmc_sock_sh {
 	 * a SOL_SOCKET setsockopt bumps timeo_ver, which voids them. */
 	_Atomic uint64_t timeo[2];
 	_Atomic uint32_t timeo_ver;
+	/* SO_SNDBUF / SO_RCVBUF as the kernel reports them (twice what was
+	 * asked) once the application set them, else 0 (af_usmc.c). */
+	_Atomic uint32_t sndbuf, rcvbuf;
 };
 
 struct usmc_epreg;
@@ -406,14 +411,28 @@ void usmc_sock_count_late(struct usmc_sock *sk, int fd);
  */
 #define USMC_SLOW	(-100001)
 #define SKF_FAST_BAD	(SKF_SHUT_RD | SKF_SHUT_WR | SKF_TCP_EOF | SKF_RST_SEEN | SKF_ABORTED | \
-			 SKF_CONNECTING | SKF_TCP_DATA | SKF_LOST)
+			 SKF_CONNECTING | SKF_TCP_DATA | SKF_LOST | SKF_BUFLIM)
 
 static inline bool usmc_fast_ok(const struct usmc_sock *sk, const struct usmc_flock *l)
 {
 	return LOAD_ACQUIRE(&sk->sh->mode) == USMC_MODE_SMCD &&
 	       l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded && !l->held &&
 	       !(LOAD_ACQUIRE(&sk->sh->flags) & SKF_FAST_BAD) && !sk->in_nested &&
-	       !(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE);
+	       !(LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_MIGRATE | CDC_F_RCVLIM));
+}
+
+/*
+ * What we may have in flight (prod - head): the ring, or what TCP would
+ * hold when the application set the buffer sizes (af_usmc.c).  Both
+ * limits exclude the fast path above.
+ */
+uint64_t usmc_tx_cap_slow(const struct usmc_sock *sk);
+static inline uint64_t usmc_tx_cap(const struct usmc_sock *sk)
+{
+	if (likely(!(LOAD_RELAXED(&sk->sh->flags) & SKF_BUFLIM) &&
+		   !(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_RCVLIM)))
+		return sk->size;
+	return usmc_tx_cap_slow(sk);
 }
 
 /* tx.c / rx.c: the data path on the rings */
@@ -439,6 +458,10 @@ int usmc_migrate_declined(struct usmc_sock *sk);
 /* Last close of a migrating (or declined) connection: our queued bytes. */
 void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
+/* af_usmc.c: SO_SNDBUF/SO_RCVBUF set on fd (after the kernel took it),
+ * and what an accepted socket inherits from its listener. */
+void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name);
+void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk);
 void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */

@@ -352,6 +352,26 @@ slow:
 	return USMC_SLOW;
 }
 
+/* want, cut to what the buffer sizes leave room for (usmc_tx_cap). */
+static size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
+{
+	uint64_t cap = usmc_tx_cap(sk);
+
+	return prod - head >= cap ? 0 : (size_t)MIN((uint64_t)want, cap - (prod - head));
+}
+
+/*
+ * The connection left shared memory: what our ring still holds for the
+ * peer goes out on TCP first (migrate.c), then the caller's bytes, which
+ * the kernel sends (USMC_PASS).  Called without tx_lock.
+ */
+static ssize_t tx_moved(struct usmc_sock *sk, int fd, bool nonblock)
+{
+	int rc = usmc_migrate_pump(sk, fd, !nonblock);
+
+	return rc ? rc : USMC_PASS;
+}
+
 ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	return tx_send(sk, fd, iov, iovcnt, flags, false);
@@ -369,8 +389,6 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 	if (unlikely(tx_held == sk->sh) && !flushing)
 		return total ? tx_defer_add(iov, iovcnt, total) : 0;	/* in a handler */
 	usmc_server_resolve(sk, fd, true);
-	if (flags & MSG_OOB)
-		return sk_mode(sk) == USMC_MODE_TCP ? USMC_PASS : -EOPNOTSUPP;
 	usmc_sock_refresh(sk, fd);
 	if (sk_flag(sk, SKF_CONNECTING)) {
 		if (nonblock)
@@ -388,12 +406,17 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 		if (rc)
 			return rc;
 	}
-	if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
-moved:
-		rc = usmc_migrate_pump(sk, fd, !nonblock);
+	/* Urgent data is TCP's alone: the connection moves there first,
+	 * every byte in order (migrate.c), and the kernel sends this one. */
+	if (unlikely(flags & MSG_OOB) &&
+	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED)) {
+		rc = usmc_conn_to_tcp(sk, fd, USMC_R_OOB);
 		if (rc)
 			return rc;
-		return USMC_PASS;
+	}
+	if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
+moved:
+		return tx_moved(sk, fd, nonblock);
 	}
 	if (!total)
 		return 0;
@@ -431,7 +454,7 @@ moved:
 			continue;
 		}
 		tx_rewind(sk, &head, &prod);
-		space = usmc_tx_room(sk, prod, head, total - done);
+		space = usmc_tx_room(sk, prod, head, tx_want(sk, prod, head, total - done));
 		if (space) {
 			size_t n = (size_t)space;
 
@@ -473,8 +496,11 @@ moved:
 			rc = 0;
 		usmc_sock_refresh(sk, fd);
 		if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
-			/* Moved to TCP while we waited: the rest goes there. */
-			return done ? (ssize_t)done : (rc ? rc : USMC_PASS);
+			/* Moved to TCP while we waited: the rest goes there,
+			 * behind what the ring still holds. */
+			if (done || rc)
+				return done ? (ssize_t)done : rc;
+			goto moved;
 		}
 		if (rc)
 			return done ? (ssize_t)done : rc;
@@ -504,7 +530,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
-		return USMC_PASS;
+		return tx_moved(sk, fd, nonblock);
 	rc = tx_lock(sk, false);
 	if (rc)
 		return rc;
@@ -513,6 +539,14 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		size_t n;
 		ssize_t r;
 
+		/* Moved to TCP while we waited: the pump fixed the end of the
+		 * ring under this lock (migrate.c); nothing more goes into it. */
+		if (unlikely(sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)) {
+			if (done)
+				break;
+			tx_unlock(sk, fd, false);
+			return tx_moved(sk, fd, nonblock);
+		}
 		rc = tx_state(sk);
 		if (rc) {
 			if (rc == 1) {
@@ -526,7 +560,8 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			continue;
 		}
 		tx_rewind(sk, &head, &prod);
-		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head, len - done));
+		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head,
+							   tx_want(sk, prod, head, len - done)));
 		if (!n) {
 			if (nonblock || done)
 				break;

@@ -21,7 +21,7 @@
 #include <sys/types.h>
 
 #define USMC_VERSION_STR	"0.1.0"
-#define USMC_PROTO_VERSION	7	/* shared-memory format generation */
+#define USMC_PROTO_VERSION	8	/* shared-memory format generation */
 
 /*
  * The runtime directory's shared files carry the format in their names, so
@@ -155,11 +155,13 @@ enum usmc_reason {
 	USMC_R_PEER_GONE,	/* the listener or link group owner died during the handshake */
 	USMC_R_SERVER_TCP,	/* the server committed to TCP first (it wrote before the proposal) */
 	USMC_R_WITHDRAWN,	/* the client saw TCP bytes on a proposed connection and withdrew */
-	USMC_R_SOCKOPT,		/* a socket option or mode SMC cannot honour (O_ASYNC, MSG_OOB...) */
+	USMC_R_SOCKOPT,		/* a socket option or mode SMC cannot honour */
 	USMC_R_EXEC_PLAIN,	/* handed across exec() to a program without libusmc */
 	USMC_R_PEER_MIGRATED,	/* the peer moved the connection to TCP */
 	USMC_R_INTERNAL,	/* internal error (bug): details with USMC_DEBUG=1 */
 	USMC_R_SPAWN,		/* handed to a child started by posix_spawn() (spawn.c) */
+	USMC_R_OOB,		/* urgent data (send MSG_OOB): moved to TCP first (tx.c) */
+	USMC_R_ASYNC_IO,	/* O_ASYNC (SIGIO): moved to TCP first (interpose.c) */
 	USMC_R_MAX
 };
 

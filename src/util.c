@@ -36,6 +36,8 @@ static const struct {
 	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP" },
 	[USMC_R_INTERNAL]	= { "internal_error", "internal error" },
 	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn" },
+	[USMC_R_OOB]		= { "oob", "urgent data (MSG_OOB) sent: moved to TCP" },
+	[USMC_R_ASYNC_IO]	= { "async_io", "O_ASYNC (SIGIO) set: moved to TCP" },
 };
 
 const char *usmc_reason_name(int r)

@@ -75,7 +75,7 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 		if (!usmc_tx_view(sk, &head, &prod))
 			return true;
 		/* Free space we can use now, or by backing more of the ring. */
-		if (prod - head < sk->size &&
+		if (prod - head < usmc_tx_cap(sk) &&
 		    (prod == head || LOAD_RELAXED(&sk->sh->tx_hw) >= sk->size ||
 		     (prod & (sk->size - 1)) < LOAD_RELAXED(&sk->sh->tx_hw) || !LOAD_RELAXED(&sk->sh->tx_stuck)))
 			return true;

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import re
+import struct
 import subprocess
 import time
 
@@ -253,3 +254,78 @@ def test_debug_says_why(rundir, procs, scripts, tmp_path):
     st = rundir.settle(lambda s: s["tcp_fallback"].get("disabled", 0) >= 1)
     assert st["tcp_fallback"].get("disabled") == 1, h.fmt_stat(st)
     assert st["smc_client"] == before["smc_client"], h.fmt_stat(st)
+
+
+# `usmc stat` text lines, each naming the counters its numbers show, in order.
+TEXT_COUNTERS = (
+    (r"connections: (\d+) on shared memory \((\d+) client, (\d+) server\), (\d+) on TCP, "
+     r"(\d+) handshake errors",
+     ("smc_conns", "smc_client", "smc_server", "tcp_conns", "handshake_errors")),
+    (r"shared memory: (\d+) bytes sent, (\d+) received, (\d+) doorbells, (\d+) sleeps, "
+     r"(\d+) spin hits", ("tx_bytes", "rx_bytes", "doorbells", "sleeps", "spin_hits")),
+    (r"calls: (\d+) send, (\d+) receive \((\d+) send, (\d+) receive on the fast path\)",
+     ("tx_calls", "rx_calls", "tx_fast", "rx_fast")),
+    (r"tcp mode: (\d+) bytes sent, (\d+) received", ("tcp_tx_bytes", "tcp_rx_bytes")),
+    (r"link groups: (\d+) created, (\d+) attached; dmbs: (\d+) registered, (\d+) reused",
+     ("lgr_created", "lgr_attached", "dmbs_registered", "dmbs_reused")),
+    (r"handshake: (\d+) late declines, (\d+) wake bytes", ("late_declines", "wake_bytes")),
+)
+
+
+def stat_text_counters(text):
+    """Every counter the text output shows, by its JSON name."""
+    got = {}
+    for pat, names in TEXT_COUNTERS:
+        m = re.search("^" + pat + "$", text, re.M)
+        if m:
+            got.update(zip(names, (int(v) for v in m.groups())))
+    for key, label in (("tcp_fallback", "tcp fallback:"), ("aborts", "resets:")):
+        line = [ln for ln in text.splitlines() if ln.startswith(label)]
+        assert len(line) == 1, text
+        rest = line[0][len(label):].split()
+        got[key] = {} if rest == ["none"] else {
+            k: int(v) for k, v in (kv.split("=") for kv in rest)}
+    return got
+
+
+@pytest.mark.timeout(60, method="signal")
+def test_stat_text_matches_json(rundir):
+    """Every counter of the text output equals the JSON one of the same
+    name.  The counters file's totals get a distinct value each, so a text
+    line that shows one counter in another's place cannot match by chance."""
+    rundir.stat()
+    path = rundir.path / h.STATS_FILE
+    # struct usmc_stats_file: a 64-byte header, then the totals
+    # (struct usmc_counters: the scalars, aborts[], fallback[]).
+    totals = 64
+    nscalar = len(COUNTER_FIELDS)
+    want = {f: 1000003 + 7919 * i for i, f in enumerate(COUNTER_FIELDS)}
+    aborts = {1: 17, 2: 29, 4: 43}
+    fallback = {1: 101, 2: 211, 3: 307}
+    with open(path, "r+b", buffering=0) as f:
+        for i, fld in enumerate(COUNTER_FIELDS):
+            f.seek(totals + 8 * i)
+            f.write(struct.pack("<Q", want[fld]))
+        for k, v in aborts.items():
+            f.seek(totals + 8 * (nscalar + k))
+            f.write(struct.pack("<Q", v))
+        # fallback[] follows aborts[USMC_A_MAX] (usmc.h: 5 abort reasons).
+        abort_max = 5
+        for k, v in fallback.items():
+            f.seek(totals + 8 * (nscalar + abort_max + k))
+            f.write(struct.pack("<Q", v))
+    st = rundir.stat()
+    check_stat_json(st, rundir)
+    # The layout assumed above is the real one: JSON shows what was written.
+    assert {f: st[f] for f in COUNTER_FIELDS} == want, h.fmt_stat(st)
+    assert sorted(st["aborts"].values()) == sorted(aborts.values()), st["aborts"]
+    assert sorted(st["tcp_fallback"].values()) == sorted(fallback.values()), st["tcp_fallback"]
+
+    text = rundir.stat_text()
+    got = stat_text_counters(text)
+    for f in COUNTER_FIELDS:
+        if f in got:
+            assert got[f] == st[f], (f, got[f], st[f], text)
+    assert set(got) == set(COUNTER_FIELDS) | {"tcp_fallback", "aborts"}, text
+    assert got["tcp_fallback"] == st["tcp_fallback"], text
+    assert got["aborts"] == st["aborts"], text

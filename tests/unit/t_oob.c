@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_oob.c - what shared-memory rings cannot carry: urgent data (MSG_OOB,
+ * SIOCATMARK, SO_OOBINLINE, POLLPRI) and O_ASYNC signals (SIGIO, F_SETSIG).
+ * Under usmc such a connection moves to TCP first, every byte in order,
+ * with a named reason (oob, async_io), and then behaves as TCP.
+ *
+ * Differential: every scenario writes what it observes into a transcript.
+ * Accelerated, the program runs itself again with USMC_DISABLE=1 (plain
+ * TCP through the same interposition) and the two transcripts must be
+ * identical; the accelerated run also checks with the counters that each
+ * connection was on shared memory before and moved with its reason after.
+ */
+#include "t_util.h"
+#include "t_selfdiff.h"
+
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#define OBS	T_OBS
+
+/* ---- usmc's view of our connections ------------------------------------ */
+
+/* The fallback reason of one of our connections as `usmc stat` lists it. */
+static const char *fd_reason(int fd, char *out, size_t len)
+{
+	char *j = t_stats_json(), pat[64];
+	const char *p, *m, *end;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d,", (int)getpid(), fd);
+	p = strstr(j, pat);
+	end = p ? strchr(p, '}') : NULL;
+	if (p && (m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
+		m += strlen("\"reason\": \"");
+		snprintf(out, len, "%.*s", (int)strcspn(m, "\""), m);
+	}
+	free(j);
+	return out;
+}
+
+/* Accelerated: fd is on TCP now, for reason why. */
+#define expect_moved(fd, why) expect_moved_at(__LINE__, fd, why)
+static void expect_moved_at(int line, int fd, const char *why)
+{
+	char m[32], r[64];
+
+	if (!t_accel())
+		return;
+	t_fd_mode(fd, m, sizeof(m));
+	fd_reason(fd, r, sizeof(r));
+	if (strcmp(m, "TCP") || strcmp(r, why))
+		t_fail_at(__FILE__, line, "fd %d: mode %s reason \"%s\", expected TCP (%s)", fd, m,
+			  r, why);
+}
+
+static long long fallbacks(const char *why)
+{
+	char *j;
+	long long n;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	n = t_json_int(j, why);
+	free(j);
+	return n < 0 ? 0 : n;
+}
+
+/* ---- observations ------------------------------------------------------- */
+
+static void obs_rc(const char *what, ssize_t rc)
+{
+	OBS("%s: %zd %s\n", what, rc, rc < 0 ? t_errname(errno) : "");
+}
+
+static int atmark(int fd)
+{
+	int v = -1;
+
+	t_ok(ioctl(fd, SIOCATMARK, &v));
+	return v;
+}
+
+/* Wait (bounded) for urgent data: POLLPRI as the kernel reports it. */
+static void obs_pollpri(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLPRI };
+	int rc = poll(&p, 1, 5000);
+
+	OBS("poll POLLPRI: %d revents %s\n", rc, p.revents & POLLPRI ? "PRI" : "-");
+}
+
+static void obs_recv_oob(int fd)
+{
+	char c = 0;
+	ssize_t n = recv(fd, &c, 1, MSG_OOB | MSG_DONTWAIT);
+
+	OBS("recv MSG_OOB: %zd %s '%c'\n", n, n < 0 ? t_errname(errno) : "", n == 1 ? c : '-');
+}
+
+/* Read up to the urgent mark, whatever the chunks: what came before it. */
+static void obs_until_mark(int fd)
+{
+	char all[256], buf[64];
+	size_t len = 0;
+	int i;
+
+	for (i = 0; i < 64 && !atmark(fd); i++) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		if (len + (size_t)n < sizeof(all)) {
+			memcpy(all + len, buf, (size_t)n);
+			len += (size_t)n;
+		}
+	}
+	OBS("before the mark: \"%.*s\", at mark %d\n", (int)len, all, atmark(fd));
+}
+
+static void obs_read(int fd, size_t n, const char *who)
+{
+	char buf[256];
+
+	t_assert(n < sizeof(buf));
+	t_read_all(fd, buf, n);
+	OBS("%s read \"%.*s\"\n", who, (int)n, buf);
+}
+
+/* ---- scenarios -------------------------------------------------------- */
+
+/* Bytes, then urgent data, then bytes; the receiver also has bytes of its
+ * own queued for the sender, which has not read them when it moves. */
+static void sc_oob(void)
+{
+	long long before = fallbacks("oob");
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	obs_recv_oob(s);
+	OBS("at mark before: %d\n", atmark(s));
+	t_write_all(s, "pending", 7);
+	t_write_all(c, "hello", 5);
+	obs_rc("send abc! MSG_OOB", send(c, "abc!", 4, MSG_OOB));
+	t_write_all(c, "world", 5);
+	expect_moved(c, "oob");
+	obs_pollpri(s);
+	obs_until_mark(s);
+	obs_recv_oob(s);
+	obs_recv_oob(s);
+	obs_read(s, 5, "server");
+	obs_read(c, 7, "client");
+	t_xfer(s, c, "after");
+	t_xfer(c, s, "back");
+	OBS("exchange after the move: ok\n");
+	if (t_accel())
+		t_assert(fallbacks("oob") == before + 1, "oob fallbacks %lld -> %lld", before,
+			 fallbacks("oob"));
+	close(c);
+	close(s);
+}
+
+static void sc_oobinline(void)
+{
+	int c, s, on = 1, v = 0;
+	socklen_t l = sizeof(v);
+
+	t_pair_smc(&c, &s);
+	t_ok(setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &on, sizeof(on)));
+	t_ok(getsockopt(s, SOL_SOCKET, SO_OOBINLINE, &v, &l));
+	OBS("SO_OOBINLINE: %d\n", !!v);
+	t_write_all(c, "hello", 5);
+	obs_rc("send ! MSG_OOB", send(c, "!", 1, MSG_OOB));
+	t_write_all(c, "world", 5);
+	expect_moved(c, "oob");
+	obs_pollpri(s);
+	obs_until_mark(s);
+	obs_recv_oob(s);
+	obs_read(s, 6, "server");
+	t_xfer(s, c, "reply");
+	close(c);
+	close(s);
+}
+
+static volatile sig_atomic_t sig_n, sig_fd, sig_code;
+
+static void on_sig(int sig, siginfo_t *si, void *uc)
+{
+	sig_n++;
+	sig_fd = si->si_fd;
+	sig_code = si->si_code;
+}
+
+static void catch(int sig)
+{
+	struct sigaction sa = { .sa_sigaction = on_sig, .sa_flags = SA_SIGINFO | SA_RESTART };
+
+	sigemptyset(&sa.sa_mask);
+	t_ok(sigaction(sig, &sa, NULL));
+}
+
+/* Wait (bounded) for the signal the kernel raises for fd's data. */
+static void obs_signal(const char *what, int fd, bool siginfo)
+{
+	int i;
+
+	for (i = 0; i < 500 && !sig_n; i++)
+		t_msleep(10);
+	OBS("%s: %s", what, sig_n ? "raised" : "none");
+	if (siginfo)
+		OBS(", si_fd is the socket %d, si_code POLL_IN %d", sig_fd == fd, sig_code == POLL_IN);
+	OBS("\n");
+}
+
+/* O_ASYNC with SIGIO on an established connection (fcntl F_SETFL). */
+static void sc_sigio(void)
+{
+	long long before = fallbacks("async_io");
+	int c, s, fl;
+
+	catch(SIGIO);
+	t_pair_smc(&c, &s);
+	t_write_all(c, "early", 5);	/* in the ring when s moves */
+	t_ok(fcntl(s, F_SETOWN, getpid()));
+	fl = t_ok(fcntl(s, F_GETFL));
+	t_ok(fcntl(s, F_SETFL, fl | O_ASYNC));
+	OBS("F_GETOWN is us: %d, O_ASYNC: %d\n", fcntl(s, F_GETOWN) == getpid(),
+	    !!(fcntl(s, F_GETFL) & O_ASYNC));
+	expect_moved(s, "async_io");
+	sig_n = 0;
+	t_write_all(c, "ping", 4);
+	obs_signal("SIGIO", s, false);
+	obs_read(s, 9, "server");
+	t_xfer(s, c, "pong");
+	if (t_accel())
+		t_assert(fallbacks("async_io") == before + 1);
+	close(c);
+	close(s);
+	signal(SIGIO, SIG_DFL);
+}
+
+/* F_SETSIG: a real-time signal with the descriptor in si_fd (FIOASYNC). */
+static void sc_setsig(void)
+{
+	int c, s, on = 1;
+
+	catch(SIGRTMIN);
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(s, F_SETOWN, getpid()));
+	t_ok(fcntl(s, F_SETSIG, SIGRTMIN));
+	t_ok(ioctl(s, FIOASYNC, &on));
+	OBS("F_GETSIG: %d\n", fcntl(s, F_GETSIG) == SIGRTMIN);
+	expect_moved(s, "async_io");
+	sig_n = 0;
+	t_write_all(c, "x", 1);
+	obs_signal("F_SETSIG", s, true);
+	obs_read(s, 1, "server");
+	close(c);
+	close(s);
+	signal(SIGRTMIN, SIG_DFL);
+}
+
+/* O_ASYNC set before connect: that connection never goes to shared memory. */
+static void sc_async_connect(void)
+{
+	long long before = fallbacks("async_io");
+	struct sockaddr_in a;
+	uint16_t port;
+	int lfd = t_listen(&port), c, s, fl;
+
+	catch(SIGIO);
+	a = t_addr(port);
+	c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+	t_ok(fcntl(c, F_SETOWN, getpid()));
+	fl = t_ok(fcntl(c, F_GETFL));
+	t_ok(fcntl(c, F_SETFL, fl | O_ASYNC));
+	t_ok(connect(c, (struct sockaddr *)&a, sizeof(a)));
+	s = t_accept(lfd);
+	close(lfd);
+	sig_n = 0;
+	t_write_all(s, "hi", 2);
+	obs_signal("SIGIO (set before connect)", c, false);
+	obs_read(c, 2, "client");
+	expect_moved(c, "async_io");
+	if (t_accel())
+		t_assert(fallbacks("async_io") == before + 1);
+	close(c);
+	close(s);
+	signal(SIGIO, SIG_DFL);
+}
+
+#define MIDSEND_LEN	(8u << 20)	/* more than a ring: the sender blocks */
+#define MIDSEND_FIRST	100000u
+
+/*
+ * The peer is blocked in send() with its ring full when the receiver sends
+ * urgent data: it finishes on TCP, every byte in order, and gets the
+ * urgent byte.
+ */
+static void sc_midsend(void)
+{
+	int c, s, lp[2];
+	char *log;
+	pid_t pid;
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(lp));
+	pid = t_fork_helper();
+	if (pid == 0) {
+		FILE *f = fdopen(lp[1], "w");
+		struct pollfd p = { .fd = c, .events = POLLPRI };
+		char u = 0;
+		int rc;
+
+		close(lp[0]);
+		close(s);
+		t_send_pat(c, 7, MIDSEND_LEN);
+		fprintf(f, "sender: all %u bytes sent\n", MIDSEND_LEN);
+		rc = poll(&p, 1, 5000);
+		fprintf(f, "sender: poll POLLPRI %d %s\n", rc, p.revents & POLLPRI ? "PRI" : "-");
+		fprintf(f, "sender: at mark %d\n", atmark(c));
+		rc = (int)recv(c, &u, 1, MSG_OOB);
+		fprintf(f, "sender: recv MSG_OOB %d '%c'\n", rc, rc == 1 ? u : '-');
+		t_write_all(c, "bye", 3);
+		/* Until the receiver is done: our close with the urgent byte's
+		 * segment unread would reset the connection (as TCP does). */
+		rc = (int)read(c, &u, 1);
+		fprintf(f, "sender: then %d\n", rc);
+		fclose(f);
+		_exit(0);
+	}
+	close(lp[1]);
+	close(c);
+	t_recv_pat(s, 7, MIDSEND_FIRST);
+	obs_rc("receiver: send U MSG_OOB", send(s, "U", 1, MSG_OOB));
+	expect_moved(s, "oob");
+	{
+		char buf[16384];
+		size_t off = MIDSEND_FIRST;
+
+		while (off < MIDSEND_LEN) {
+			size_t n = MIN(sizeof(buf), MIDSEND_LEN - off);
+			long bad;
+
+			t_read_all(s, buf, n);
+			bad = t_pat_check(7, off, buf, n);
+			if (bad >= 0) {
+				size_t at = ((size_t)bad + 7 + 64) & ~(size_t)7;
+				uint64_t w, g;
+
+				memcpy(&w, buf + at, 8);
+				for (g = 0; g < MIDSEND_LEN / 8 && t_pat_word(7, g) != w; g++)
+					;
+				t_fail("midsend: wrong byte at offset %zu (chunk at %zu, %zu bytes); "
+				       "byte %zu is stream offset %llu", off + (size_t)bad, off, n,
+				       off + at, (unsigned long long)g * 8);
+			}
+			off += n;
+		}
+	}
+	OBS("receiver: all %u bytes intact\n", MIDSEND_LEN);
+	obs_read(s, 3, "receiver");
+	close(s);
+	log = NULL;
+	{
+		char buf[1024];
+		ssize_t n;
+		size_t len = 0;
+
+		while ((n = read(lp[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+			len += (size_t)n;
+		buf[len] = '\0';
+		log = strdup(buf);
+	}
+	close(lp[0]);
+	{
+		int st;
+
+		t_ok(waitpid(pid, &st, 0));
+		t_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sender status %d", st);
+	}
+	OBS("%s", log);
+	free(log);
+}
+
+static const struct t_scenario scenarios[] = {
+	{ "oob", sc_oob },
+	{ "oobinline", sc_oobinline },
+	{ "sigio", sc_sigio },
+	{ "setsig", sc_setsig },
+	{ "async_connect", sc_async_connect },
+	{ "midsend", sc_midsend },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_oob";
+	return t_selfdiff_main(argc, argv, scenarios, ARRAY_LEN(scenarios));
+}

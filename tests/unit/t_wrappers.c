@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_wrappers.c - entry points that other entry points used to call:
+ * recvmmsg/sendmmsg with the kernel's flag and timeout rules, and the
+ * fortified __read_chk/__recv_chk/__recvfrom_chk/__poll_chk, which must
+ * reach usmc even when another library (here: this program) defines
+ * read/recv/recvfrom/poll.
+ *
+ * Differential (t_selfdiff.h): the transcript under usmc equals the one
+ * with USMC_DISABLE=1; under usmc every connection stays on shared memory.
+ */
+#include "t_util.h"
+#include "t_selfdiff.h"
+
+#include <dlfcn.h>
+#include <sys/syscall.h>
+
+/*
+ * This program defines read, recv, recvfrom and poll: being the executable,
+ * it comes first in the global scope, before every preloaded library, so
+ * it stands for "another preloaded library that defines read".  Normally
+ * each forwards to the next definition (usmc's); with hook_raw set it goes
+ * straight to the kernel, as such a library's own code path would.
+ */
+static int hook_raw, hook_calls;
+
+#define HOOK_NEXT(name)							\
+	({								\
+		static __typeof__(&name) next_;				\
+		if (!next_)						\
+			next_ = (__typeof__(&name))dlsym(RTLD_NEXT, #name); \
+		next_;							\
+	})
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	if (hook_raw) {
+		hook_calls++;
+		return syscall(SYS_read, fd, buf, n);
+	}
+	return HOOK_NEXT(read)(fd, buf, n);
+}
+
+ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	if (hook_raw) {
+		hook_calls++;
+		return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+	}
+	return HOOK_NEXT(recv)(fd, buf, n, flags);
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *salen)
+{
+	if (hook_raw) {
+		hook_calls++;
+		return syscall(SYS_recvfrom, fd, buf, n, flags, sa, salen);
+	}
+	return HOOK_NEXT(recvfrom)(fd, buf, n, flags, sa, salen);
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (hook_raw) {
+		hook_calls++;
+		return (int)syscall(SYS_poll, fds, n, timeout);
+	}
+	return HOOK_NEXT(poll)(fds, n, timeout);
+}
+
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *sa, socklen_t *salen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+
+/* ---- helpers ----------------------------------------------------------- */
+
+#define NMSG	3
+
+/* NMSG one-byte receive buffers: each message takes one byte. */
+struct mm {
+	struct mmsghdr v[NMSG];
+	struct iovec iov[NMSG];
+	char b[NMSG];
+};
+
+static struct mmsghdr *mm_init(struct mm *m)
+{
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < NMSG; i++) {
+		m->b[i] = '.';
+		m->iov[i].iov_base = &m->b[i];
+		m->iov[i].iov_len = 1;
+		m->v[i].msg_hdr.msg_iov = &m->iov[i];
+		m->v[i].msg_hdr.msg_iovlen = 1;
+	}
+	return m->v;
+}
+
+static void obs_mm(const char *what, int rc, const struct mm *m)
+{
+	int i;
+
+	T_OBS("%s: %d %s", what, rc, rc < 0 ? t_errname(errno) : "");
+	for (i = 0; i < rc && i < NMSG; i++)
+		T_OBS(" [%u '%c']", m->v[i].msg_len, m->v[i].msg_len ? m->b[i] : '-');
+	T_OBS("\n");
+}
+
+static void end_pair(int c, int s)
+{
+	t_assert_smc(c);
+	t_assert_smc(s);
+	close(c);
+	close(s);
+}
+
+/* ---- recvmmsg / sendmmsg --------------------------------------------- */
+
+/* Blocking: every message waits (the kernel's rule), not only the first. */
+static void sc_mmsg_blocking(void)
+{
+	int c, s, sv[2], rc;
+	struct mm m;
+	pid_t pid;
+	char b;
+
+	t_pair_smc(&c, &s);
+	t_sync_pair(sv);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		close(sv[0]);
+		t_write_all(c, "ab", 2);
+		/* The third byte comes later: the reader is waiting for it
+		 * by then (or not: either way it must get all three). */
+		t_msleep(100);
+		t_write_all(c, "c", 1);
+		t_ok(read(sv[1], &b, 1));
+		_exit(0);
+	}
+	close(sv[1]);
+	rc = recvmmsg(s, mm_init(&m), NMSG, 0, NULL);
+	obs_mm("recvmmsg blocking", rc, &m);
+	t_write_all(sv[0], "x", 1);
+	t_ok(waitpid(pid, NULL, 0));
+	close(sv[0]);
+	end_pair(c, s);
+}
+
+/* MSG_WAITFORONE: the first message waits, the others do not. */
+static void sc_mmsg_waitforone(void)
+{
+	struct mm m;
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	t_write_all(c, "ab", 2);
+	obs_mm("recvmmsg WAITFORONE, 2 there", recvmmsg(s, mm_init(&m), NMSG, MSG_WAITFORONE, NULL),
+	       &m);
+	t_write_all(c, "c", 1);
+	obs_mm("recvmmsg WAITFORONE, 1 there", recvmmsg(s, mm_init(&m), NMSG, MSG_WAITFORONE, NULL),
+	       &m);
+	obs_mm("recvmmsg DONTWAIT, none there", recvmmsg(s, mm_init(&m), NMSG, MSG_DONTWAIT, NULL),
+	       &m);
+	end_pair(c, s);
+}
+
+/* The timeout is looked at after each message and updated to what is left. */
+static void sc_mmsg_timeout(void)
+{
+	struct timespec t;
+	struct mm m;
+	int c, s;
+	char b[8];
+	ssize_t n;
+
+	t_pair_smc(&c, &s);
+	t_write_all(c, "abc", 3);
+	t.tv_sec = 0;
+	t.tv_nsec = 0;
+	obs_mm("recvmmsg timeout 0", recvmmsg(s, mm_init(&m), NMSG, 0, &t), &m);
+	T_OBS("timeout left: %lld.%09ld\n", (long long)t.tv_sec, t.tv_nsec);
+	n = recv(s, b, sizeof(b), MSG_DONTWAIT);
+	T_OBS("then: %zd \"%.*s\"\n", n, n > 0 ? (int)n : 0, b);
+	t_write_all(c, "def", 3);
+	t.tv_sec = 100;
+	t.tv_nsec = 0;
+	obs_mm("recvmmsg timeout 100 s", recvmmsg(s, mm_init(&m), NMSG, 0, &t), &m);
+	T_OBS("timeout left: between 90 and 100 s: %d\n",
+	      t.tv_sec >= 90 && (t.tv_sec < 100 || (t.tv_sec == 100 && !t.tv_nsec)));
+	t.tv_sec = 0;
+	t.tv_nsec = 2000000000L;
+	obs_mm("recvmmsg timeout invalid", recvmmsg(s, mm_init(&m), NMSG, MSG_DONTWAIT, &t), &m);
+	end_pair(c, s);
+}
+
+/* The end of the stream: every further message is empty. */
+static void sc_mmsg_eof(void)
+{
+	struct mm m;
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	t_write_all(c, "a", 1);
+	t_ok(shutdown(c, SHUT_WR));
+	obs_mm("recvmmsg at EOF", recvmmsg(s, mm_init(&m), NMSG, 0, NULL), &m);
+	end_pair(c, s);
+}
+
+static void sc_sendmmsg(void)
+{
+	static const char *const part[] = { "one", "two", "three" };
+	struct mmsghdr v[3];
+	struct iovec iov[3];
+	char got[16] = "";
+	int c, s, i, rc;
+
+	t_pair_smc(&c, &s);
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < 3; i++) {
+		iov[i].iov_base = (void *)part[i];
+		iov[i].iov_len = strlen(part[i]);
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	rc = sendmmsg(c, v, 3, 0);
+	T_OBS("sendmmsg: %d lens %u %u %u\n", rc, v[0].msg_len, v[1].msg_len, v[2].msg_len);
+	t_read_all(s, got, 11);
+	T_OBS("received \"%s\"\n", got);
+	end_pair(c, s);
+}
+
+/* ---- fortified entry points ------------------------------------------ */
+
+/*
+ * Each fortified call on a non-blocking accelerated socket with a byte
+ * waiting in its ring: through usmc it gets the byte; through the raw
+ * definitions above it would ask the kernel's TCP socket, which has none.
+ */
+/* One byte from c, readable at s (through usmc: poll is not raw yet). */
+static void send_wait(int c, int s, const char *b)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN };
+
+	t_write_all(c, b, 1);
+	t_assert(poll(&p, 1, 5000) == 1);
+}
+
+static void sc_chk(void)
+{
+	struct pollfd p;
+	char b = 0;
+	ssize_t n;
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	t_set_nonblock(s, true);
+	hook_calls = 0;
+
+	send_wait(c, s, "r");
+	hook_raw = 1;
+	n = __read_chk(s, &b, 1, 1);
+	hook_raw = 0;
+	T_OBS("__read_chk: %zd %s '%c'\n", n, n < 0 ? t_errname(errno) : "", n == 1 ? b : '-');
+
+	send_wait(c, s, "v");
+	hook_raw = 1;
+	n = __recv_chk(s, &b, 1, 1, 0);
+	hook_raw = 0;
+	T_OBS("__recv_chk: %zd %s '%c'\n", n, n < 0 ? t_errname(errno) : "", n == 1 ? b : '-');
+
+	send_wait(c, s, "f");
+	hook_raw = 1;
+	n = __recvfrom_chk(s, &b, 1, 1, 0, NULL, NULL);
+	hook_raw = 0;
+	T_OBS("__recvfrom_chk: %zd %s '%c'\n", n, n < 0 ? t_errname(errno) : "",
+	      n == 1 ? b : '-');
+
+	send_wait(c, s, "p");
+	p.fd = s;
+	p.events = POLLIN;
+	p.revents = 0;
+	hook_raw = 1;
+	n = __poll_chk(&p, 1, 0, sizeof(p));
+	hook_raw = 0;
+	T_OBS("__poll_chk: %zd revents %s\n", n, p.revents & POLLIN ? "IN" : "-");
+	t_read_all(s, &b, 1);
+
+	T_OBS("the other library's definitions were called: %d times\n", hook_calls);
+	end_pair(c, s);
+}
+
+static const struct t_scenario scenarios[] = {
+	{ "mmsg_blocking", sc_mmsg_blocking },
+	{ "mmsg_waitforone", sc_mmsg_waitforone },
+	{ "mmsg_timeout", sc_mmsg_timeout },
+	{ "mmsg_eof", sc_mmsg_eof },
+	{ "sendmmsg", sc_sendmmsg },
+	{ "chk", sc_chk },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_wrappers";
+	return t_selfdiff_main(argc, argv, scenarios, ARRAY_LEN(scenarios));
+}
