@@ -150,6 +150,16 @@ bool ep_want_translated(struct usmc_sock *sk)
 				       m == USMC_MODE_MIGRATING);
 }
 
+/*
+ * A server connection accepted before its client's proposal was seen: its
+ * TCP socket turns readable with the client's CLC wake byte, which is not
+ * the program's.  Its kernel entry has the program's events but our tag,
+ * so that such an event settles the connection first (epoll_wait.c).
+ */
+bool ep_want_undecided(struct usmc_sock *sk)
+{
+	return sk->kind == SK_CONN && sk_mode(sk) == USMC_MODE_UNDECIDED;
+}
 
 /* FIN/RST/connect completion on the TCP entry: news for every record of
  * this socket here; once connected, stop watching EPOLLOUT. */
@@ -250,6 +260,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 		r->bell = true;
 	}
 	r->translated = true;
+	r->undecided = false;
 	r->ep->ntranslated++;
 	reg_fresh(r);
 	return 0;
@@ -296,6 +307,15 @@ void ep_reg_sync(struct usmc_epreg *r)
 
 	if (epfd < 0)
 		return;
+	if (r->undecided && !ep_want_undecided(r->sk) && !ep_want_translated(r->sk)) {
+		/* Settled as TCP: the program's own entry (the kernel reports
+		 * again what is pending). */
+		ev.events = r->events;
+		ev.data.u64 = r->data;
+		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+			r->undecided = false;
+		return;
+	}
 	if (ep_want_translated(r->sk) == r->translated)
 		return;
 	if (!r->translated) {
@@ -610,6 +630,12 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			sk->epregs = r;
 			rc = kernel_translate(epfd, r, EPOLL_CTL_ADD);
 			sk->epregs = r->sk_next;
+		} else if (ep_want_undecided(sk) && !(ev->events & EPOLLEXCLUSIVE)) {
+			struct epoll_event kev = { .events = ev->events,
+						   .data.u64 = ep_tag(r, EP_TAG_UND) };
+
+			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) ? -errno : 0;
+			r->undecided = true;
 		} else {
 			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev) ? -errno : 0;
 		}
@@ -650,7 +676,11 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			ep_fresh_wake(r);
 			rc = 0;
 		} else {
-			rc = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+			struct epoll_event kev = *ev;
+
+			if (r->undecided)
+				kev.data.u64 = ep_tag(r, EP_TAG_UND);
+			rc = real.epoll_ctl(epfd, op, fd, &kev) ? -errno : 0;
 			if (!rc) {
 				r->events = ev->events;
 				r->data = ev->data.u64;

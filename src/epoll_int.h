@@ -25,6 +25,7 @@
 #define EP_TAG_BELL	0ULL
 #define EP_TAG_TCP	1ULL
 #define EP_TAG_SELF	2ULL	/* the instance's eventfds (selfev, wake) */
+#define EP_TAG_UND	3ULL	/* undecided server connection: the program's events */
 #define EP_GEN_SHIFT	48
 #define EP_ADDR_MASK	((1ULL << EP_GEN_SHIFT) - 1)
 #define EP_SPIN_MAX	256	/* spin only over this many connections */
@@ -41,6 +42,7 @@ struct usmc_epreg {
 	uint32_t events;		/* application's interest and flags */
 	uint64_t data;			/* application's epoll_data */
 	bool translated;		/* kernel holds our tagged entries */
+	bool undecided;			/* kernel entry: the program's events, EP_TAG_UND */
 	bool bell;			/* this record owns the (ep, sk) doorbell entry */
 	bool disabled;			/* EPOLLONESHOT fired, or parked */
 	bool parked;			/* deleted by the application; kernel entries kept */
@@ -103,6 +105,7 @@ static inline uint64_t ep_self_tag(void)
 void ep_reg_sync(struct usmc_epreg *r);
 void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
+bool ep_want_undecided(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 

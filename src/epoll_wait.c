@@ -266,7 +266,8 @@ static void ep_resync(struct usmc_ep *ep)
 	ep->seen_gen = g;
 	for (r = ep->regs; r; r = next) {
 		next = r->ep_next;
-		if (ep_want_translated(r->sk) != r->translated) {
+		if (ep_want_translated(r->sk) != r->translated ||
+		    (r->undecided && !ep_want_undecided(r->sk))) {
 			ep_reg_sync(r);
 		} else if (r->translated && !r->tcp_out && sk_mode(r->sk) == USMC_MODE_MIGRATING) {
 			/* Migrating: TCP room moves our queued bytes on. */
@@ -451,6 +452,27 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 }
 
 /*
+ * Kernel event on an undecided server connection's entry (the program's
+ * events, our tag): news on TCP may be the client's wake byte, so settle
+ * the connection first.  Still undecided: the event is the program's, as
+ * the kernel gave it (true).  Settled: the record follows the connection's
+ * path, and what is ready is reported from there.  Caller holds ep_lock.
+ */
+static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
+{
+	int fd = usmc_sock_live_fd(r->sk, r->fd);
+
+	if (!r->undecided || fd < 0)
+		return false;
+	if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
+		usmc_server_resolve(r->sk, fd, false);
+	if (ep_want_undecided(r->sk))
+		return true;
+	ep_reg_sync(r);
+	return false;
+}
+
+/*
  * Every epoll_wait on an instance we know, with or without shared-memory
  * connections in it (another thread may add one while this one sleeps in
  * the kernel, or free one whose event is already on its way here): kernel
@@ -526,8 +548,14 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			unsigned int tag = 0;
 			struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
 
-			if (r)
+			if (r && tag == EP_TAG_UND) {
+				if (undecided_event(r, kev[i].events)) {
+					events[n].events = kev[i].events;
+					events[n++].data.u64 = r->data;
+				}
+			} else if (r) {
 				kernel_event(ep, r, tag, kev[i].events, &slept_ns);
+			}
 			else if (!ep_data_ours(kev[i].data.u64))
 				events[n++] = kev[i];
 		}
