@@ -231,10 +231,31 @@ static void reg_fresh(struct usmc_epreg *r)
 	ep_fresh_wake(r);
 }
 
+/*
+ * A record moved onto the rings because its socket's path changed (the
+ * program did nothing): no edge of its own.  TCP-level edges (connect
+ * completion: the kernel queues it when our entry is set) come from the
+ * kernel entry; bytes in the ring the program has not read are news.
+ */
+static void reg_moved(struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	r->edge = false;
+	r->seen_prod = LOAD_RELAXED(&sk->sh->rx_cons);
+	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
+	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	ep_ready_push(r);
+	if (r->ep->nested)
+		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+}
+
 static void reg_drop_parked(struct usmc_epreg *r);
 
-/* Kernel entries for a translated record. */
-static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
+/* Kernel entries for a translated record; fresh: registered by the program
+ * (ADD), else moved (reg_moved). */
+static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 {
 	struct epoll_event ev;
 	uint32_t excl = r->events & EPOLLEXCLUSIVE;
@@ -262,7 +283,10 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 	r->translated = true;
 	r->undecided = false;
 	r->ep->ntranslated++;
-	reg_fresh(r);
+	if (fresh)
+		reg_fresh(r);
+	else
+		reg_moved(r);
 	return 0;
 }
 
@@ -319,7 +343,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 	if (ep_want_translated(r->sk) == r->translated)
 		return;
 	if (!r->translated) {
-		kernel_translate(epfd, r, EPOLL_CTL_MOD);
+		kernel_translate(epfd, r, EPOLL_CTL_MOD, false);
 		return;
 	}
 	if (r->parked) {
@@ -628,7 +652,7 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (ep_want_translated(sk)) {
 			r->sk_next = sk->epregs;	/* visible to sibling_bell() */
 			sk->epregs = r;
-			rc = kernel_translate(epfd, r, EPOLL_CTL_ADD);
+			rc = kernel_translate(epfd, r, EPOLL_CTL_ADD, true);
 			sk->epregs = r->sk_next;
 		} else if (ep_want_undecided(sk) && !(ev->events & EPOLLEXCLUSIVE)) {
 			struct epoll_event kev = { .events = ev->events,

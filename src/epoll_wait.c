@@ -33,7 +33,14 @@ static uint32_t reg_ready(struct usmc_epreg *r)
 	return ev & (want | EPOLLERR | EPOLLHUP);
 }
 
-/* Did something happen since r last reported?  (edge-triggered) */
+/*
+ * Did something happen since r last reported?  (edge-triggered)  As TCP:
+ * every arrival (bytes, flags) is news; room freed by the peer is news
+ * only for a writer that may have run out of it since (the kernel wakes
+ * writers only after a send found the buffer full): our producer a whole
+ * ring beyond the peer's cursor we last reported, or the ring's backing
+ * stuck.  A writer that never filled the ring gets no edge per peer read.
+ */
 static bool reg_news(const struct usmc_epreg *r)
 {
 	const struct usmc_sock *sk = r->sk;
@@ -45,8 +52,10 @@ static bool reg_news(const struct usmc_epreg *r)
 	     LOAD_ACQUIRE(&sk->rx_p->flags) != r->seen_pflags))
 		return true;
 	if ((r->events & (EPOLLOUT | EPOLLWRNORM)) &&
-	    (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons ||
-	     LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags))
+	    (LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags ||
+	     (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons &&
+	      (LOAD_RELAXED(&sk->sh->tx_prod) - r->seen_cons >= sk->size ||
+	       LOAD_RELAXED(&sk->sh->tx_stuck)))))
 		return true;
 	return false;
 }
