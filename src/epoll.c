@@ -66,6 +66,7 @@ struct usmc_ep *ep_lookup(int epfd)
 static struct usmc_epreg *reg_alloc(void)
 {
 	struct usmc_epreg *r;
+	uint16_t gen;
 
 	if (reg_free) {
 		r = reg_free;
@@ -77,13 +78,20 @@ static struct usmc_epreg *reg_alloc(void)
 
 			if (p == MAP_FAILED)
 				return NULL;
+			/* Tags keep the generation above the address. */
+			if ((uintptr_t)p + sizeof(*ep_arena) * EP_ARENA_REGS > EP_ADDR_MASK) {
+				munmap(p, sizeof(*ep_arena) * EP_ARENA_REGS);
+				return NULL;
+			}
 			ep_arena = p;
 		}
 		if (arena_used == EP_ARENA_REGS)
 			return NULL;
 		r = &ep_arena[arena_used++];
 	}
+	gen = r->gen;
 	memset(r, 0, sizeof(*r));
+	r->gen = (uint16_t)(gen + 1);
 	r->magic = EPREG_LIVE;
 	return r;
 }
@@ -95,10 +103,22 @@ static void reg_release(struct usmc_epreg *r)
 	reg_free = r;
 }
 
-/* Is a kernel event's data one of ours?  Returns the record or NULL. */
+/* Does a kernel event's data point into the arena (one of our tags, for
+ * any record, live or dead, or the instance's own eventfds)?  Caller holds
+ * ep_lock. */
+bool ep_data_ours(uint64_t data)
+{
+	uint64_t base = (uint64_t)(uintptr_t)ep_arena, p = data & EP_ADDR_MASK;
+
+	return ep_arena && p >= base && p - base < (uint64_t)EP_ARENA_REGS * sizeof(*ep_arena);
+}
+
+/* The live record of instance ep that a kernel event's data names, or NULL
+ * (not ours, an eventfd, or a record freed or reused since the event was
+ * queued).  Caller holds ep_lock. */
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag)
 {
-	uint64_t base = (uint64_t)(uintptr_t)ep_arena, p = data & ~3ULL, off;
+	uint64_t base = (uint64_t)(uintptr_t)ep_arena, p = data & EP_ADDR_MASK & ~3ULL, off;
 	struct usmc_epreg *r;
 
 	if (!ep_arena || p < base)
@@ -110,8 +130,7 @@ struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned 
 	*tag = (unsigned int)(data & 3);
 	if (*tag == EP_TAG_SELF)
 		return NULL;
-	/* A stale event for a record freed (and maybe reused) meanwhile. */
-	if (r->magic != EPREG_LIVE || r->ep != ep)
+	if (r->magic != EPREG_LIVE || r->ep != ep || r->gen != (uint16_t)(data >> EP_GEN_SHIFT))
 		return NULL;
 	return r;
 }
@@ -131,6 +150,16 @@ bool ep_want_translated(struct usmc_sock *sk)
 				       m == USMC_MODE_MIGRATING);
 }
 
+/*
+ * A server connection accepted before its client's proposal was seen: its
+ * TCP socket turns readable with the client's CLC wake byte, which is not
+ * the program's.  Its kernel entry has the program's events but our tag,
+ * so that such an event settles the connection first (epoll_wait.c).
+ */
+bool ep_want_undecided(struct usmc_sock *sk)
+{
+	return sk->kind == SK_CONN && sk_mode(sk) == USMC_MODE_UNDECIDED;
+}
 
 /* FIN/RST/connect completion on the TCP entry: news for every record of
  * this socket here; once connected, stop watching EPOLLOUT. */
@@ -143,7 +172,7 @@ void ep_tcp_event(struct usmc_epreg *r)
 			s->edge = true;
 	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING) &&
 	    sk_mode(r->sk) != USMC_MODE_MIGRATING) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r, EP_TAG_TCP) };
 		int epfd = ep_fd_of(r->ep);
 
 		ev.events |= r->events & EPOLLEXCLUSIVE ? 0 : EPOLLRDHUP;
@@ -199,12 +228,34 @@ static void reg_fresh(struct usmc_epreg *r)
 	ep_ready_push(r);
 	if (r->ep->nested)
 		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
+	ep_fresh_wake(r);
+}
+
+/*
+ * A record moved onto the rings because its socket's path changed (the
+ * program did nothing): no edge of its own.  TCP-level edges (connect
+ * completion: the kernel queues it when our entry is set) come from the
+ * kernel entry; bytes in the ring the program has not read are news.
+ */
+static void reg_moved(struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+
+	r->edge = false;
+	r->seen_prod = LOAD_RELAXED(&sk->sh->rx_cons);
+	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
+	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
+	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	ep_ready_push(r);
+	if (r->ep->nested)
+		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
 }
 
 static void reg_drop_parked(struct usmc_epreg *r);
 
-/* Kernel entries for a translated record. */
-static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
+/* Kernel entries for a translated record; fresh: registered by the program
+ * (ADD), else moved (reg_moved). */
+static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 {
 	struct epoll_event ev;
 	uint32_t excl = r->events & EPOLLEXCLUSIVE;
@@ -215,13 +266,13 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 	 * admits only IN/OUT/ET (FIN still shows as EPOLLIN). */
 	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING) || sk_mode(r->sk) == USMC_MODE_MIGRATING;
 	ev.events = EPOLLIN | EPOLLET | (r->tcp_out ? EPOLLOUT : 0) | (excl ? excl : EPOLLRDHUP);
-	ev.data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP;
+	ev.data.u64 = ep_tag(r, EP_TAG_TCP);
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
 	if (rc)
 		return -errno;
 	if (!sibling_bell(r)) {
 		ev.events = EPOLLIN | EPOLLET | excl;
-		ev.data.u64 = (uint64_t)(uintptr_t)r;
+		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
 		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) && errno != EEXIST) {
 			rc = -errno;
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
@@ -230,8 +281,12 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op)
 		r->bell = true;
 	}
 	r->translated = true;
+	r->undecided = false;
 	r->ep->ntranslated++;
-	reg_fresh(r);
+	if (fresh)
+		reg_fresh(r);
+	else
+		reg_moved(r);
 	return 0;
 }
 
@@ -249,7 +304,7 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 			break;
 	if (s) {
 		ev.events = EPOLLIN | EPOLLET | (s->events & EPOLLEXCLUSIVE);
-		ev.data.u64 = (uint64_t)(uintptr_t)s;
+		ev.data.u64 = ep_tag(s, EP_TAG_BELL);
 		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))
 			s->bell = true;
 		return;
@@ -276,10 +331,19 @@ void ep_reg_sync(struct usmc_epreg *r)
 
 	if (epfd < 0)
 		return;
+	if (r->undecided && !ep_want_undecided(r->sk) && !ep_want_translated(r->sk)) {
+		/* Settled as TCP: the program's own entry (the kernel reports
+		 * again what is pending). */
+		ev.events = r->events;
+		ev.data.u64 = r->data;
+		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+			r->undecided = false;
+		return;
+	}
 	if (ep_want_translated(r->sk) == r->translated)
 		return;
 	if (!r->translated) {
-		kernel_translate(epfd, r, EPOLL_CTL_MOD);
+		kernel_translate(epfd, r, EPOLL_CTL_MOD, false);
 		return;
 	}
 	if (r->parked) {
@@ -313,6 +377,16 @@ int ep_fd_of(struct usmc_ep *ep)
 	return -1;
 }
 
+/* Fork child: only this thread exists; nobody waits on any instance. */
+void usmc_epoll_after_fork(void)
+{
+	struct ep_fdlist *e;
+
+	pthread_mutex_init(&ep_lock, NULL);
+	for (e = ep_fds; e; e = e->next)
+		e->ep->waiters = 0;
+}
+
 static struct usmc_ep *ep_create(int epfd)
 {
 	struct usmc_ep **s = ept_slot(epfd, true), *ep;
@@ -329,6 +403,7 @@ static struct usmc_ep *ep_create(int epfd)
 	}
 	ep->refs = 1;
 	ep->selfev = -1;
+	ep->wake = -1;
 	ep->spin_ns = (uint32_t)MIN(usmc_opt.spin_us * 1000L, 0xffffffffL);
 	e->fd = epfd;
 	e->ep = ep;
@@ -379,11 +454,13 @@ static void reg_unlink(struct usmc_epreg *r)
 	reg_release(r);
 }
 
-static void ep_free(struct usmc_ep *ep)
+/* Caller holds ep_lock; no thread is inside usmc_epoll_wait() on ep. */
+void ep_free(struct usmc_ep *ep)
 {
 	while (ep->regs)
 		reg_unlink(ep->regs);
 	usmc_ifd_close(ep->selfev);
+	usmc_ifd_close(ep->wake);
 	free(ep);
 }
 
@@ -407,8 +484,11 @@ bool usmc_epoll_closed(int fd)
 			free(e);
 			break;
 		}
-	if (--ep->refs == 0)
-		ep_free(ep);
+	if (--ep->refs == 0) {
+		ep->closed = true;
+		if (!ep->waiters)
+			ep_free(ep);
+	}
 	pthread_mutex_unlock(&ep_lock);
 	return true;
 }
@@ -572,8 +652,14 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (ep_want_translated(sk)) {
 			r->sk_next = sk->epregs;	/* visible to sibling_bell() */
 			sk->epregs = r;
-			rc = kernel_translate(epfd, r, EPOLL_CTL_ADD);
+			rc = kernel_translate(epfd, r, EPOLL_CTL_ADD, true);
 			sk->epregs = r->sk_next;
+		} else if (ep_want_undecided(sk) && !(ev->events & EPOLLEXCLUSIVE)) {
+			struct epoll_event kev = { .events = ev->events,
+						   .data.u64 = ep_tag(r, EP_TAG_UND) };
+
+			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) ? -errno : 0;
+			r->undecided = true;
 		} else {
 			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev) ? -errno : 0;
 		}
@@ -611,9 +697,14 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			r->disabled = false;
 			r->edge = true;
 			ep_ready_push(r);
+			ep_fresh_wake(r);
 			rc = 0;
 		} else {
-			rc = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+			struct epoll_event kev = *ev;
+
+			if (r->undecided)
+				kev.data.u64 = ep_tag(r, EP_TAG_UND);
+			rc = real.epoll_ctl(epfd, op, fd, &kev) ? -errno : 0;
 			if (!rc) {
 				r->events = ev->events;
 				r->data = ev->data.u64;

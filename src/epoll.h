@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 struct usmc_sock;
 
@@ -16,8 +17,13 @@ void usmc_epoll_created(int epfd);
 bool usmc_epoll_closed(int fd);
 void usmc_epoll_dup(int oldfd, int newfd);
 int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* Which call: epoll_wait, epoll_pwait (mask), epoll_pwait2 (mask, ts). */
+enum usmc_epw { USMC_EPW_WAIT, USMC_EPW_PWAIT, USMC_EPW_PWAIT2 };
+/* Every epoll_wait of the program (timeout in ms, -1 forever; ts for
+ * epoll_pwait2): returns a count or -errno, never USMC_PASS.  Kernel
+ * events tagged with usmc's records never reach the program. */
 int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
-		    const sigset_t *mask, bool use_mask);
+		    const struct timespec *ts, const sigset_t *mask, enum usmc_epw how);
 /* A socket is gone: drop its registrations. */
 void usmc_epoll_forget(struct usmc_sock *sk);
 /* A socket moved between TCP and shared memory: registrations need resync. */

@@ -15,8 +15,19 @@
 #define EPREG_LIVE	0x4745524550434d55ULL	/* "UMCPEREG" */
 #define EPREG_DEAD	0
 #define EP_ARENA_REGS	(1u << 18)
+/*
+ * Kernel entries we own carry a tag as their data: a record's address (in
+ * ep_arena, below 2^48), its kind in bits 0-1, and the record's generation
+ * in bits 48-63 (bumped on every reuse, so that an event queued for a freed
+ * record never reaches its successor).  No such value ever reaches the
+ * program: ep_data_ours() says which kernel events to translate or drop.
+ */
+#define EP_TAG_BELL	0ULL
 #define EP_TAG_TCP	1ULL
-#define EP_TAG_SELF	2ULL
+#define EP_TAG_SELF	2ULL	/* the instance's eventfds (selfev, wake) */
+#define EP_TAG_UND	3ULL	/* undecided server connection: the program's events */
+#define EP_GEN_SHIFT	48
+#define EP_ADDR_MASK	((1ULL << EP_GEN_SHIFT) - 1)
 #define EP_SPIN_MAX	256	/* spin only over this many connections */
 #define EP_SPIN_MIN_NS	2000
 #define EP_MAXEV	256
@@ -24,12 +35,14 @@
 
 struct usmc_epreg {
 	uint64_t magic;
+	uint16_t gen;			/* generation: kept across reuse, see above */
 	struct usmc_ep *ep;
 	struct usmc_sock *sk;
 	int fd;				/* the application's descriptor */
 	uint32_t events;		/* application's interest and flags */
 	uint64_t data;			/* application's epoll_data */
 	bool translated;		/* kernel holds our tagged entries */
+	bool undecided;			/* kernel entry: the program's events, EP_TAG_UND */
 	bool bell;			/* this record owns the (ep, sk) doorbell entry */
 	bool disabled;			/* EPOLLONESHOT fired, or parked */
 	bool parked;			/* deleted by the application; kernel entries kept */
@@ -61,6 +74,9 @@ struct usmc_ep {
 	bool nested;			/* watched by another epoll / poll: keep selfev */
 	int selfev;			/* eventfd readable while ready list is non-empty */
 	bool selfev_set;
+	int waiters;			/* threads inside usmc_epoll_wait() on it */
+	bool closed;			/* last descriptor closed: freed by the last waiter */
+	int wake;			/* eventfd (EPOLLET, EP_TAG_SELF): wakes a sleeper */
 };
 
 extern pthread_mutex_t ep_lock;
@@ -73,9 +89,23 @@ void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
+bool ep_data_ours(uint64_t data);
+void ep_free(struct usmc_ep *ep);
+void ep_fresh_wake(struct usmc_epreg *r);
+
+static inline uint64_t ep_tag(const struct usmc_epreg *r, uint64_t tag)
+{
+	return (uint64_t)(uintptr_t)r | tag | ((uint64_t)r->gen << EP_GEN_SHIFT);
+}
+
+static inline uint64_t ep_self_tag(void)
+{
+	return (uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF;
+}
 void ep_reg_sync(struct usmc_epreg *r);
 void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
+bool ep_want_undecided(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 

@@ -33,7 +33,14 @@ static uint32_t reg_ready(struct usmc_epreg *r)
 	return ev & (want | EPOLLERR | EPOLLHUP);
 }
 
-/* Did something happen since r last reported?  (edge-triggered) */
+/*
+ * Did something happen since r last reported?  (edge-triggered)  As TCP:
+ * every arrival (bytes, flags) is news; room freed by the peer is news
+ * only for a writer that may have run out of it since (the kernel wakes
+ * writers only after a send found the buffer full): our producer a whole
+ * ring beyond the peer's cursor we last reported, or the ring's backing
+ * stuck.  A writer that never filled the ring gets no edge per peer read.
+ */
 static bool reg_news(const struct usmc_epreg *r)
 {
 	const struct usmc_sock *sk = r->sk;
@@ -45,8 +52,10 @@ static bool reg_news(const struct usmc_epreg *r)
 	     LOAD_ACQUIRE(&sk->rx_p->flags) != r->seen_pflags))
 		return true;
 	if ((r->events & (EPOLLOUT | EPOLLWRNORM)) &&
-	    (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons ||
-	     LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags))
+	    (LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags ||
+	     (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons &&
+	      (LOAD_RELAXED(&sk->sh->tx_prod) - r->seen_cons >= sk->size ||
+	       LOAD_RELAXED(&sk->sh->tx_stuck)))))
 		return true;
 	return false;
 }
@@ -188,7 +197,7 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 			return;
 		usmc_ifd_mark(ep->selfev);
 		ep->selfev = usmc_ifd_move_high(ep->selfev, false);
-		ev.data.u64 = (uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF;
+		ev.data.u64 = ep_self_tag();
 		real.epoll_ctl(epfd, EPOLL_CTL_ADD, ep->selfev, &ev);
 	}
 	if (want && !ep->selfev_set)
@@ -196,6 +205,49 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 	else if (!want && ep->selfev_set)
 		sys_read(ep->selfev, &v, sizeof(v));
 	ep->selfev_set = want;
+}
+
+/* Wake a thread asleep in the kernel on ep: an edge on the instance's wake
+ * eventfd (created on first use; never read: every write is an edge). */
+static void ep_wake(struct usmc_ep *ep)
+{
+	static const uint64_t one = 1;
+
+	if (ep->wake < 0) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_self_tag() };
+		int epfd = ep_fd_of(ep), fd;
+
+		if (epfd < 0)
+			return;
+		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fd < 0)
+			return;
+		usmc_ifd_mark(fd);
+		fd = usmc_ifd_move_high(fd, false);
+		if (fd < 0)
+			return;
+		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)) {
+			usmc_ifd_close(fd);
+			return;
+		}
+		ep->wake = fd;
+	}
+	(void)sys_write(ep->wake, &one, sizeof(one));
+}
+
+/*
+ * A record was (re)registered (ADD, MOD, a parked record revived) while
+ * another thread may be asleep in the kernel on its instance, with the
+ * doorbells it armed before this record was there: arm this one too, and
+ * if it is due already wake a sleeper, as the kernel wakes a waiter when
+ * an ADD or MOD finds the descriptor ready.  Caller holds ep_lock.
+ */
+void ep_fresh_wake(struct usmc_epreg *r)
+{
+	if (!r->ep->waiters || !r->translated || r->disabled)
+		return;
+	if (usmc_arm(r->sk, reg_what(r)) && reg_due(r))
+		ep_wake(r->ep);
 }
 
 void usmc_epoll_mark_nested(int epfd)
@@ -223,12 +275,13 @@ static void ep_resync(struct usmc_ep *ep)
 	ep->seen_gen = g;
 	for (r = ep->regs; r; r = next) {
 		next = r->ep_next;
-		if (ep_want_translated(r->sk) != r->translated) {
+		if (ep_want_translated(r->sk) != r->translated ||
+		    (r->undecided && !ep_want_undecided(r->sk))) {
 			ep_reg_sync(r);
 		} else if (r->translated && !r->tcp_out && sk_mode(r->sk) == USMC_MODE_MIGRATING) {
 			/* Migrating: TCP room moves our queued bytes on. */
 			struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
-						  .data.u64 = (uint64_t)(uintptr_t)r | EP_TAG_TCP };
+						  .data.u64 = ep_tag(r, EP_TAG_TCP) };
 			int epfd = ep_fd_of(ep);
 
 			if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE) &&
@@ -357,22 +410,107 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	return k;
 }
 
+/* The kernel's wait as the program called it (epoll_pwait2's timespec
+ * when ts is given, else ms). */
+static int kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
+		       const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
+{
+	if (how == USMC_EPW_WAIT)
+		return real.epoll_wait(epfd, kev, room, ms);
+	if (how == USMC_EPW_PWAIT2 && ts)
+		return real.epoll_pwait2(epfd, kev, room, ts, mask);
+	return real.epoll_pwait(epfd, kev, room, ms, mask);
+}
+
+/*
+ * Kernel event for one of ep's live records: refresh what the TCP entry
+ * says, keep the doorbell FIFO from filling, and put every record of the
+ * socket in this instance on the ready list (the doorbell is shared;
+ * readiness comes from the rings).  Caller holds ep_lock.
+ */
+static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int tag,
+			 uint32_t kevents, uint64_t *slept_ns)
+{
+	struct usmc_epreg *s;
+
+	if (tag == EP_TAG_TCP) {
+		int fd = usmc_sock_live_fd(r->sk, r->fd);
+
+		/* EPOLLOUT alone (connect completed): nothing to read, no peek. */
+		if (fd >= 0) {
+			if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
+				usmc_check_tcp(r->sk, fd);
+			usmc_sock_refresh(r->sk, fd);
+		}
+		ep_tcp_event(r);
+	} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+		/* Edge-triggered: the FIFO is never read otherwise; empty it
+		 * before it fills (a full FIFO loses rings). */
+		r->sk->lgr->dev->drain(r->sk->bell_own);
+		r->sk->bell_unread = 0;
+	}
+	/* Woken by a peer soon after falling asleep: a longer spin would
+	 * have caught it. */
+	if (*slept_ns && *slept_ns < (uint64_t)usmc_opt.spin_us * 1000) {
+		ep_spin_feedback(ep, true, *slept_ns);
+		*slept_ns = 0;
+	}
+	for (s = r->sk->epregs; s; s = s->sk_next)
+		if (s->ep == ep && s->translated)
+			ep_ready_push(s);
+}
+
+/*
+ * Kernel event on an undecided server connection's entry (the program's
+ * events, our tag): news on TCP may be the client's wake byte, so settle
+ * the connection first.  Still undecided: the event is the program's, as
+ * the kernel gave it (true).  Settled: the record follows the connection's
+ * path, and what is ready is reported from there.  Caller holds ep_lock.
+ */
+static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
+{
+	int fd = usmc_sock_live_fd(r->sk, r->fd);
+
+	if (!r->undecided || fd < 0)
+		return false;
+	if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
+		usmc_server_resolve(r->sk, fd, false);
+	if (ep_want_undecided(r->sk))
+		return true;
+	ep_reg_sync(r);
+	return false;
+}
+
+/*
+ * Every epoll_wait on an instance we know, with or without shared-memory
+ * connections in it (another thread may add one while this one sleeps in
+ * the kernel, or free one whose event is already on its way here): kernel
+ * events tagged with our records are translated when the record is live
+ * and this instance's, and dropped otherwise; a call whose kernel events
+ * were all ours waits on until its timeout.
+ */
 int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
-		    const sigset_t *mask, bool use_mask)
+		    const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
 {
 	struct epoll_event kev[EP_MAXEV];
 	uint64_t deadline = 0, call;
 	struct usmc_ep *ep;
-	int n, k, i, rc;
+	bool exact = true;
+	int n = 0, k, i, rc = 0;
 
-	if (maxevents <= 0)
-		return USMC_PASS;
+	if (maxevents <= 0) {
+		k = kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
+		return k < 0 ? -errno : k;
+	}
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_lookup(epfd);
-	if (!ep || !ep->regs) {
+	if (!ep) {
+		/* Not an epoll instance of ours: it holds none of our entries. */
 		pthread_mutex_unlock(&ep_lock);
-		return USMC_PASS;
+		k = kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
+		return k < 0 ? -errno : k;
 	}
+	ep->waiters++;
 	if (timeout > 0)
 		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
 	call = atomic_fetch_add(&wait_calls, 1) + 1;
@@ -386,7 +524,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		n = ready_collect(ep, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
-		if (!n && timeout != 0) {
+		if (!n && timeout != 0 && ep->ntranslated) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
 			if (hit && !k)
 				n = ready_collect(ep, events, maxevents, call);
@@ -396,18 +534,15 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		if (n || k || room <= 0)
 			kt = 0;
 		ep_selfev_update(ep, epfd);
-		pthread_mutex_unlock(&ep_lock);
-		if (room <= 0) {
-			pthread_mutex_lock(&ep_lock);
+		if (room <= 0 || ep->closed)
 			break;
-		}
+		pthread_mutex_unlock(&ep_lock);
 		if (!k) {
 			uint64_t t0 = kt ? usmc_now_ns() : 0;
 
-			if (use_mask)
-				k = real.epoll_pwait(epfd, kev, room, kt, mask);
-			else
-				k = real.epoll_wait(epfd, kev, room, kt);
+			k = kernel_wait(epfd, kev, room, kt, exact && kt == timeout ? ts : NULL, mask,
+					how);
+			exact = false;
 			if (kt && k > 0)
 				slept_ns = usmc_now_ns() - t0;
 		}
@@ -415,58 +550,31 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		pthread_mutex_lock(&ep_lock);
 		if (rc) {
 			if (n)
-				break;
-			pthread_mutex_unlock(&ep_lock);
-			return rc;
+				rc = 0;
+			break;
 		}
 		for (i = 0; i < k; i++) {
 			unsigned int tag = 0;
 			struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
 
-			if (!r) {
-				if (ep_arena && kev[i].data.u64 ==
-					     ((uint64_t)(uintptr_t)ep_arena | EP_TAG_SELF))
-					continue;
-				events[n++] = kev[i];
-				continue;
-			}
-			if (tag == EP_TAG_TCP) {
-				int fd = usmc_sock_live_fd(r->sk, r->fd);
-
-				/* EPOLLOUT alone (connect completed): nothing to
-				 * read, no peek. */
-				if (fd >= 0) {
-					if (kev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLPRI |
-							     EPOLLERR | EPOLLHUP))
-						usmc_check_tcp(r->sk, fd);
-					usmc_sock_refresh(r->sk, fd);
+			if (r && tag == EP_TAG_UND) {
+				if (undecided_event(r, kev[i].events)) {
+					events[n].events = kev[i].events;
+					events[n++].data.u64 = r->data;
 				}
-				ep_tcp_event(r);
-			} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
-				/* Edge-triggered: the FIFO is never read otherwise;
-				 * empty it before it fills (a full FIFO loses rings). */
-				r->sk->lgr->dev->drain(r->sk->bell_own);
-				r->sk->bell_unread = 0;
+			} else if (r) {
+				kernel_event(ep, r, tag, kev[i].events, &slept_ns);
 			}
-			/* Woken by a peer soon after falling asleep: a longer
-			 * spin would have caught it. */
-			if (slept_ns && slept_ns < (uint64_t)usmc_opt.spin_us * 1000) {
-				ep_spin_feedback(ep, true, slept_ns);
-				slept_ns = 0;
-			}
-			/* Look at every record of this socket in this instance
-			 * (the doorbell is shared; readiness comes from the rings). */
-			{
-				struct usmc_epreg *s;
-
-				for (s = r->sk->epregs; s; s = s->sk_next)
-					if (s->ep == ep && s->translated)
-						ep_ready_push(s);
-			}
+			else if (!ep_data_ours(kev[i].data.u64))
+				events[n++] = kev[i];
 		}
+		if (ep->closed)
+			break;
 		if (n < maxevents)
 			n += ready_collect(ep, events + n, maxevents - n, call);
-		if (n || timeout == 0)
+		/* Zero events after a kernel wait that ran its full time: the
+		 * kernel says the timeout has passed. */
+		if (n || timeout == 0 || (!k && kt))
 			break;
 		if (timeout > 0) {
 			uint64_t now = usmc_now_ns();
@@ -476,11 +584,15 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			timeout = (int)((deadline - now + 999999) / 1000000);
 		}
 	}
-	if (ep->nested)
-		ep_arm_all(ep);
-	ep_selfev_update(ep, epfd);
+	if (!ep->closed) {
+		if (ep->nested)
+			ep_arm_all(ep);
+		ep_selfev_update(ep, epfd);
+	}
+	if (--ep->waiters == 0 && ep->closed)
+		ep_free(ep);
 	pthread_mutex_unlock(&ep_lock);
-	return n;
+	return rc ? rc : n;
 }
 
 /* Does this epoll instance have level-triggered readiness the kernel
@@ -506,9 +618,4 @@ bool usmc_epoll_has_ready(int epfd)
 	r = ep && ep->ready;
 	pthread_mutex_unlock(&ep_lock);
 	return r;
-}
-
-void usmc_epoll_after_fork(void)
-{
-	pthread_mutex_init(&ep_lock, NULL);
 }

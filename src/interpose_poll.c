@@ -140,9 +140,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 	int rc;
 
 	ENSURE_REAL(epoll_wait);
-	rc = usmc_epoll_wait(epfd, ev, max, timeout, NULL, false);
-	if (rc == USMC_PASS)
-		return real.epoll_wait(epfd, ev, max, timeout);
+	rc = usmc_epoll_wait(epfd, ev, max, timeout, NULL, NULL, USMC_EPW_WAIT);
 	return (int)ret(rc);
 }
 
@@ -152,9 +150,7 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 	int rc;
 
 	ENSURE_REAL(epoll_pwait);
-	rc = usmc_epoll_wait(epfd, ev, max, timeout, mask, true);
-	if (rc == USMC_PASS)
-		return real.epoll_pwait(epfd, ev, max, timeout, mask);
+	rc = usmc_epoll_wait(epfd, ev, max, timeout, NULL, mask, USMC_EPW_PWAIT);
 	return (int)ret(rc);
 }
 
@@ -167,9 +163,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct 
 	if (ts)
 		t = (int)MIN((long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000,
 			     (long long)0x7fffffff);
-	rc = usmc_epoll_wait(epfd, ev, max, t, mask, true);
-	if (rc == USMC_PASS)
-		return real.epoll_pwait2(epfd, ev, max, ts, mask);
+	rc = usmc_epoll_wait(epfd, ev, max, t, ts, mask, USMC_EPW_PWAIT2);
 	return (int)ret(rc);
 }
 

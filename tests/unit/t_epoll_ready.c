@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_epoll_ready.c - what epoll reports and when, against the kernel's rules
+ * for TCP sockets (the same program passes with USMC_DISABLE=1):
+ *
+ *   connect_edge   non-blocking connect() and accept(), both registered
+ *                  EPOLLIN|EPOLLOUT|EPOLLET: one EPOLLOUT edge each, then
+ *                  nothing (not when the shared-memory path settles, not
+ *                  when the peer takes bytes of a writer that never filled
+ *                  its buffer)
+ *   full_edge      an edge-triggered writer that filled its buffer gets
+ *                  EPOLLOUT once the reader made room
+ *   order          connections that turn readable one after another are
+ *                  reported in that order, in one epoll_wait and across
+ *                  calls (the kernel's ready list is first come, first
+ *                  served)
+ */
+#include "t_util.h"
+
+#include <sys/epoll.h>
+
+#define NOEV_MS		100	/* "no event" means none within this long */
+#define EV_MS		5000	/* an expected event comes within this long */
+
+static int ep_new(void)
+{
+	return t_ok(epoll_create1(EPOLL_CLOEXEC));
+}
+
+static void ep_add(int ep, int fd, uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = data };
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		t_fail("EPOLL_CTL_ADD fd %d events %#x: %s", fd, events, strerror(errno));
+}
+
+static int ep_wait(int ep, struct epoll_event *ev, int max, int ms)
+{
+	int n;
+
+	do
+		n = epoll_wait(ep, ev, max, ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		t_fail("epoll_wait: %s", strerror(errno));
+	return n;
+}
+
+static void expect_none_at(int line, int ep)
+{
+	struct epoll_event ev[8];
+	int n = ep_wait(ep, ev, 8, NOEV_MS);
+
+	if (n)
+		t_fail("line %d: expected no event, got %d (first: %#x for %llu)", line, n,
+		       ev[0].events, (unsigned long long)ev[0].data.u64);
+}
+#define expect_none(ep) expect_none_at(__LINE__, ep)
+
+/* ---- connect_edge -------------------------------------------------------- */
+
+static void check_connect_edge(void)
+{
+	struct sockaddr_in a;
+	struct epoll_event ev[8];
+	uint32_t got[3] = { 0 };
+	int nrep[3] = { 0 };
+	uint16_t port;
+	int lfd = t_listen(&port), ep = ep_new(), c, s, n, i, r;
+	uint64_t t0;
+	char b;
+
+	a = t_addr(port);
+	c = t_ok(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+	ep_add(ep, c, EPOLLIN | EPOLLOUT | EPOLLET, 1);
+	r = connect(c, (struct sockaddr *)&a, sizeof(a));
+	t_assert(r == 0 || errno == EINPROGRESS, "connect: %s", strerror(errno));
+	s = t_ok(accept4(lfd, NULL, NULL, SOCK_NONBLOCK));
+	ep_add(ep, s, EPOLLIN | EPOLLOUT | EPOLLET, 2);
+	/* One EPOLLOUT edge each, in one call or two. */
+	t0 = t_now_ms();
+	while ((!nrep[1] || !nrep[2]) && t_now_ms() - t0 < EV_MS) {
+		n = ep_wait(ep, ev, 8, EV_MS);
+		for (i = 0; i < n; i++) {
+			t_assert(ev[i].data.u64 == 1 || ev[i].data.u64 == 2, "data %llu",
+				 (unsigned long long)ev[i].data.u64);
+			nrep[ev[i].data.u64]++;
+			got[ev[i].data.u64] |= ev[i].events;
+		}
+	}
+	t_assert(nrep[1] == 1 && got[1] == EPOLLOUT, "client: %d reports, events %#x", nrep[1],
+		 got[1]);
+	t_assert(nrep[2] == 1 && got[2] == EPOLLOUT, "server: %d reports, events %#x", nrep[2],
+		 got[2]);
+	/* Nothing more: no second edge when the connection settles. */
+	expect_none(ep);
+	expect_none(ep);
+	/* Data still makes edges: the kernel reports the whole state. */
+	t_write_all(c, "x", 1);
+	n = ep_wait(ep, ev, 8, EV_MS);
+	t_assert(n == 1 && ev[0].data.u64 == 2 && ev[0].events == (EPOLLIN | EPOLLOUT),
+		 "after the client's byte: %d events, first %#x for %llu", n, n ? ev[0].events : 0,
+		 n ? (unsigned long long)ev[0].data.u64 : 0ULL);
+	t_read_all(s, &b, 1);
+	/* The client never ran out of room: its byte taken is no edge. */
+	expect_none(ep);
+	t_write_all(s, "y", 1);
+	n = ep_wait(ep, ev, 8, EV_MS);
+	t_assert(n == 1 && ev[0].data.u64 == 1 && ev[0].events == (EPOLLIN | EPOLLOUT),
+		 "after the server's byte: %d events, first %#x for %llu", n, n ? ev[0].events : 0,
+		 n ? (unsigned long long)ev[0].data.u64 : 0ULL);
+	t_read_all(c, &b, 1);
+	t_assert_smc(c);
+	t_assert_smc(s);
+	t_smc_pairs++;
+	close(ep);
+	close(lfd);
+	close(c);
+	close(s);
+}
+
+/* ---- full_edge ------------------------------------------------------------ */
+
+/* An edge-triggered writer that filled the buffer gets EPOLLOUT once the
+ * reader made room; one that never filled it gets none (connect_edge). */
+static void check_full_edge(void)
+{
+	static char buf[65536];
+	struct epoll_event ev[4];
+	int ep = ep_new(), c, s, n;
+	size_t total = 0;
+	ssize_t w;
+
+	t_pair_smc(&c, &s);
+	t_set_nonblock(c, true);
+	ep_add(ep, c, EPOLLOUT | EPOLLET, 7);
+	n = ep_wait(ep, ev, 4, EV_MS);
+	t_assert(n == 1 && ev[0].events == EPOLLOUT, "first: %d events", n);
+	memset(buf, 'f', sizeof(buf));
+	while ((w = write(c, buf, sizeof(buf))) > 0)
+		total += (size_t)w;
+	t_assert(w < 0 && errno == EAGAIN, "write: %s", strerror(errno));
+	expect_none(ep);
+	while (total) {
+		size_t k = MIN(total, sizeof(buf));
+
+		t_read_all(s, buf, k);
+		total -= k;
+	}
+	n = ep_wait(ep, ev, 4, EV_MS);
+	t_assert(n == 1 && ev[0].data.u64 == 7 && ev[0].events == EPOLLOUT,
+		 "after the reader emptied it: %d events, first %#x", n, n ? ev[0].events : 0);
+	expect_none(ep);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+static const struct t_check checks[] = {
+	{ "connect_edge", check_connect_edge },
+	{ "full_edge", check_full_edge },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_epoll_ready";
+	signal(SIGPIPE, SIG_IGN);
+	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
+}
