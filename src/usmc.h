@@ -160,6 +160,7 @@ enum usmc_reason {
 	USMC_R_PEER_MIGRATED,	/* the peer moved the connection to TCP */
 	USMC_R_INTERNAL,	/* internal error (bug): details with USMC_DEBUG=1 */
 	USMC_R_SPAWN,		/* handed to a child started by posix_spawn() (spawn.c) */
+	USMC_R_SANDBOXED,	/* the process entered a seccomp filter (sandbox.c) */
 	USMC_R_MAX
 };
 
