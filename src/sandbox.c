@@ -14,8 +14,9 @@
  *    system call is still allowed, every connection moves to TCP
  *    (migrate.c: no byte lost, reordered or duplicated; reason
  *    `sandboxed`), a listener only this process holds is unpublished (its
- *    accept() will not answer proposals), and every descriptor leaves the
- *    table: the wrappers find nothing and pass each call to libc as it is;
+ *    accept() will not answer proposals), every descriptor leaves the
+ *    table and every epoll instance gets the program's own entries back:
+ *    the wrappers find nothing and pass each call to libc as it is;
  *  - inherited (a child of a sandboxed process, or a program exec'ed under
  *    a filter: the constructor reads Seccomp: from /proc/self/status, with
  *    the openat/read/close the dynamic loader itself just made): nothing
@@ -36,9 +37,11 @@
  */
 #include "sandbox.h"
 #include "af_usmc.h"
+#include "epoll_int.h"
 #include "fdtab.h"
 #include "log.h"
 #include "options.h"
+#include "real.h"
 #include "sock.h"
 #include "sys.h"
 
@@ -189,6 +192,38 @@ static bool settle(int fd, unsigned int *moved)
 	return untrack;
 }
 
+/*
+ * Every epoll instance's records back to the application's own kernel
+ * entries (their sockets are on TCP now) and usmc's eventfd out of its
+ * set: an instance without records passes every call through
+ * (epoll_wait.c).  One that still watches a connection that must stay
+ * tracked (settle()) keeps its records.  Records and eventfds are kept,
+ * never released (a close of the instance would close the eventfd).
+ */
+static void epoll_settle(void)
+{
+	long max = usmc_nofile_limit(true);
+	struct usmc_epreg *r;
+	struct usmc_ep *ep;
+	int fd;
+
+	pthread_mutex_lock(&ep_lock);
+	for (fd = 0; fd < max && fd < (1 << 21); fd++) {
+		ep = ep_lookup(fd);
+		if (!ep || ep->nested)
+			continue;
+		for (r = ep->regs; r; r = r->ep_next)
+			ep_reg_sync(r);
+		if (ep->ntranslated)
+			continue;
+		if (ep->selfev >= 0)
+			real.epoll_ctl(fd, EPOLL_CTL_DEL, ep->selfev, NULL);
+		ep->selfev = -1;
+		ep->regs = ep->ready = ep->watch = NULL;
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 void usmc_sandbox_enter(void)
 {
 	struct fdlist l = { 0 };
@@ -216,6 +251,7 @@ void usmc_sandbox_enter(void)
 		if (sk)
 			keep(sk);
 	}
+	epoll_settle();
 	pthread_mutex_unlock(&enter_lock);
 	usmc_dbg(1, "seccomp filter: %u connection(s) moved to TCP, %u descriptor(s) untracked%s%s",
 		 moved, l.n - stayed, stayed ? ", some still moving stay tracked" : "",

@@ -20,6 +20,9 @@
  *   own_seccomp  the same with a connection the child made itself and a
  *                filter installed with syscall(SYS_seccomp) (libseccomp's
  *                way)
+ *   own_epoll    the same, waiting with epoll_wait() on an epoll instance
+ *                the connection was registered with on shared memory: the
+ *                events carry the program's own data
  *   disabled     a child exec'ed with USMC_DISABLE=1 (usmc run -t): a
  *                tracked TCP connection, then the filter, then exit (the
  *                statistics slot was released with fcntl(F_OFD_SETLK))
@@ -36,6 +39,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 
 extern char **environ;
@@ -58,6 +62,7 @@ static const int plain_calls[] = {
 #ifdef SYS_poll
 	SYS_poll,
 #endif
+	SYS_epoll_wait, SYS_epoll_pwait,
 #ifdef T_SANITIZER
 	/* The sanitizer runtime's own (allocator, locks, reports). */
 	SYS_mmap, SYS_munmap, SYS_madvise, SYS_futex, SYS_sched_yield, SYS_getpid,
@@ -145,6 +150,23 @@ static void enter_filter(bool via_syscall)
 		t_ok(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0));
 }
 
+/* An epoll instance the filtered side waits on instead of poll(), or -1. */
+static int side_ep = -1;
+
+static void wait_in(int fd)
+{
+	struct epoll_event ev;
+
+	if (side_ep < 0) {
+		t_assert(t_wait_fd(fd, POLLIN, 10000) & POLLIN, "poll for the last bytes");
+		return;
+	}
+	t_assert(epoll_wait(side_ep, &ev, 1, 10000) == 1, "epoll_wait: %s", strerror(errno));
+	t_assert(ev.data.u64 == 0x5eccull && (ev.events & EPOLLIN),
+		 "epoll event data 0x%llx events 0x%x: not the program's",
+		 (unsigned long long)ev.data.u64, ev.events);
+}
+
 /* The filtered side: our bytes (id 1) wait unread, then the filter. */
 static void sandboxed_side(int fd, bool via_syscall)
 {
@@ -153,7 +175,7 @@ static void sandboxed_side(int fd, bool via_syscall)
 	enter_filter(via_syscall);
 	t_recv_pat(fd, 1, 100000);
 	t_send_pat(fd, 2, 200000);
-	t_assert(t_wait_fd(fd, POLLIN, 10000) & POLLIN, "poll for the last bytes");
+	wait_in(fd);
 	t_assert(recv(fd, b, sizeof(b), MSG_PEEK) > 0, "peek: %s", strerror(errno));
 	t_recv_pat(fd, 3, 50000);
 	t_ok(shutdown(fd, SHUT_WR));
@@ -221,7 +243,7 @@ static void check_fork_child(void)
 	t_tcp_conns = 2;
 }
 
-static void check_own_seccomp(void)
+static void own_connection(bool epoll)
 {
 	long long sb = reason_count("sandboxed"), mv = reason_count("peer_moved_to_tcp");
 	uint16_t port;
@@ -239,6 +261,12 @@ static void check_own_seccomp(void)
 		t_write_all(c, "c", 1);
 		t_read_all(c, &b, 1);
 		t_assert_smc(c);
+		if (epoll) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0x5ecc };
+
+			side_ep = t_ok(epoll_create1(0));
+			t_ok(epoll_ctl(side_ep, EPOLL_CTL_ADD, c, &ev));
+		}
 		t_sync_wait(sync[1]);
 		sandboxed_side(c, true);
 	}
@@ -257,6 +285,16 @@ static void check_own_seccomp(void)
 	t_wait_child(kid, "filtered child");
 	expect_reasons(sb, mv);
 	t_tcp_conns = 2;
+}
+
+static void check_own_seccomp(void)
+{
+	own_connection(false);
+}
+
+static void check_own_epoll(void)
+{
+	own_connection(true);
 }
 
 /* Role "child PORT MODE": this program again (exec'ed), connects to PORT,
@@ -339,6 +377,7 @@ static void check_inherited(void)
 static const struct t_check checks[] = {
 	{ "fork_child", check_fork_child },
 	{ "own_seccomp", check_own_seccomp },
+	{ "own_epoll", check_own_epoll },
 	{ "disabled", check_disabled },
 	{ "inherited", check_inherited },
 };
