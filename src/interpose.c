@@ -592,7 +592,8 @@ __attribute__((constructor)) static void usmc_init(void)
 	usmc_real_init();
 	pthread_atfork(usmc_family_before_fork, NULL, atfork_child);
 	usmc_sandbox_init();
-	usmc_exec_adopt();
+	if (!usmc_sandboxed())
+		usmc_exec_adopt();
 }
 
 __attribute__((destructor)) static void usmc_fini(void)

@@ -20,8 +20,9 @@
  *  - inherited (a child of a sandboxed process, or a program exec'ed under
  *    a filter: the constructor reads Seccomp: from /proc/self/status, with
  *    the openat/read/close the dynamic loader itself just made): nothing
- *    is ever tracked, unless USMC_TRUST_SECCOMP=1 says that filter (a
- *    container's) allows what usmc does.
+ *    is ever tracked (sockets handed across exec are not adopted), unless
+ *    USMC_TRUST_SECCOMP=1 says that filter (a container's) allows what
+ *    usmc does.
  *
  * The state is never left.  Nothing runs at exit (no statistics folding,
  * no link-group unpublishing: the slot and names are collected by others
@@ -63,6 +64,16 @@ static pthread_mutex_t enter_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usmc_sock **kept;
 static unsigned int nkept, kept_cap;
 
+static int (*real_prctl)(int, ...);
+static long (*real_syscall)(long, ...);
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+static void real_lookup(void)
+{
+	real_prctl = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
+	real_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+}
+
 /* ---- inherited filters ------------------------------------------------ */
 
 /*
@@ -96,7 +107,11 @@ static int seccomp_mode(void)
 
 void usmc_sandbox_init(void)
 {
-	int m = seccomp_mode();
+	int m;
+
+	/* Now, not in the first syscall() (a signal handler's, maybe). */
+	pthread_once(&real_once, real_lookup);
+	m = seccomp_mode();
 
 	if (m <= 0)
 		return;
@@ -260,16 +275,6 @@ void usmc_sandbox_enter(void)
 }
 
 /* ---- entry points ------------------------------------------------------- */
-
-static int (*real_prctl)(int, ...);
-static long (*real_syscall)(long, ...);
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-static void real_lookup(void)
-{
-	real_prctl = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
-	real_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
-}
 
 static bool installs_filter_prctl(long option, unsigned long mode)
 {
