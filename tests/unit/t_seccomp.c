@@ -23,6 +23,9 @@
  *   own_epoll    the same, waiting with epoll_wait() on an epoll instance
  *                the connection was registered with on shared memory: the
  *                events carry the program's own data
+ *   listener     a listener made before the filter, accept()ed on under
+ *                it: unpublished first, so that our client does not
+ *                propose a handshake nobody will answer; plain TCP
  *   disabled     a child exec'ed with USMC_DISABLE=1 (usmc run -t): a
  *                tracked TCP connection, then the filter, then exit (the
  *                statistics slot was released with fcntl(F_OFD_SETLK))
@@ -62,7 +65,7 @@ static const int plain_calls[] = {
 #ifdef SYS_poll
 	SYS_poll,
 #endif
-	SYS_epoll_wait, SYS_epoll_pwait,
+	SYS_epoll_wait, SYS_epoll_pwait, SYS_accept, SYS_accept4,
 #ifdef T_SANITIZER
 	/* The sanitizer runtime's own (allocator, locks, reports). */
 	SYS_mmap, SYS_munmap, SYS_madvise, SYS_futex, SYS_sched_yield, SYS_getpid,
@@ -167,12 +170,11 @@ static void wait_in(int fd)
 		 (unsigned long long)ev.data.u64, ev.events);
 }
 
-/* The filtered side: our bytes (id 1) wait unread, then the filter. */
-static void sandboxed_side(int fd, bool via_syscall)
+/* The filtered side's conversation (id 1 in, 2 out, 3 in, EOF), exit(). */
+static void filtered_talk(int fd)
 {
 	char b[16];
 
-	enter_filter(via_syscall);
 	t_recv_pat(fd, 1, 100000);
 	t_send_pat(fd, 2, 200000);
 	wait_in(fd);
@@ -182,6 +184,13 @@ static void sandboxed_side(int fd, bool via_syscall)
 	t_assert(read(fd, b, 1) == 0, "EOF");
 	close(fd);
 	exit(0);	/* through the destructors, under the filter */
+}
+
+/* The filtered side: our bytes (id 1) wait unread, then the filter. */
+static void sandboxed_side(int fd, bool via_syscall)
+{
+	enter_filter(via_syscall);
+	filtered_talk(fd);
 }
 
 /* The other side: 100000 bytes before the child is filtered, then talk. */
@@ -297,6 +306,30 @@ static void check_own_epoll(void)
 	own_connection(true);
 }
 
+static void check_listener(void)
+{
+	uint16_t port;
+	int sync[2], c;
+	pid_t kid;
+
+	t_sync_pair(sync);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		int l = t_listen(&port);
+
+		close(sync[0]);
+		enter_filter(false);
+		t_sync_send(sync[1], &port, sizeof(port));
+		filtered_talk(t_accept(l));
+	}
+	close(sync[1]);
+	t_assert(t_sync_recv(sync[0], &port, sizeof(port)), "the child's port");
+	c = t_connect(port);
+	other_side(c, sync[0]);
+	t_wait_child(kid, "filtered child");
+	t_tcp_conns = 1;	/* peer_not_usmc here; the child tracks nothing */
+}
+
 /* Role "child PORT MODE": this program again (exec'ed), connects to PORT,
  * then as sandboxed_side; MODE "filter" installs the filter, "inherited"
  * runs under the one its parent installed. */
@@ -308,13 +341,8 @@ static int child_role(uint16_t port, const char *mode)
 		sandboxed_side(fd, false);
 	filtered = 1;
 	sigsys_handler();
-	t_recv_pat(fd, 1, 100000);
-	t_send_pat(fd, 2, 200000);
-	t_assert(t_wait_fd(fd, POLLIN, 10000) & POLLIN, "poll for the last bytes");
-	t_recv_pat(fd, 3, 50000);
-	t_ok(shutdown(fd, SHUT_WR));
-	t_assert(read(fd, &fd, 1) == 0, "EOF");
-	exit(0);
+	filtered_talk(fd);
+	return 0;
 }
 
 static pid_t exec_child(uint16_t port, const char *mode, bool disable, bool setup_filter)
@@ -378,6 +406,7 @@ static const struct t_check checks[] = {
 	{ "fork_child", check_fork_child },
 	{ "own_seccomp", check_own_seccomp },
 	{ "own_epoll", check_own_epoll },
+	{ "listener", check_listener },
 	{ "disabled", check_disabled },
 	{ "inherited", check_inherited },
 };
