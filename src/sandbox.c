@@ -153,7 +153,7 @@ static void keep(struct usmc_sock *sk)
 {
 	if (nkept == kept_cap) {
 		unsigned int cap = kept_cap ? 2 * kept_cap : 64;
-		struct usmc_sock **p = realloc(kept, sizeof(*p) * cap);
+		struct usmc_sock **p = realloc(kept, sizeof(struct usmc_sock *) * cap);
 
 		if (!p)
 			return;		/* the reference is simply never dropped */
