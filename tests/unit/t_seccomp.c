@@ -23,6 +23,9 @@
  *   own_epoll    the same, waiting with epoll_wait() on an epoll instance
  *                the connection was registered with on shared memory: the
  *                events carry the program's own data
+ *   fork_under_filter  the filtered child forks (its filter allows
+ *                clone and wait4) and its child, filtered too, talks: the
+ *                fork handlers and the child's exit make no call of ours
  *   listener     a listener made before the filter, accept()ed on under
  *                it: unpublished first, so that our client does not
  *                propose a handshake nobody will answer; plain TCP
@@ -71,6 +74,9 @@ static const int plain_calls[] = {
 	SYS_mmap, SYS_munmap, SYS_madvise, SYS_futex, SYS_sched_yield, SYS_getpid,
 	SYS_gettid, SYS_rt_sigprocmask, SYS_sigaltstack, SYS_mprotect, SYS_prctl,
 	SYS_openat, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getrlimit, SYS_prlimit64,
+	/* TSan: its background thread, started again in a fork child */
+	SYS_clone3, SYS_rseq, SYS_set_robust_list, SYS_gettimeofday, SYS_clock_gettime,
+	SYS_nanosleep, SYS_clock_nanosleep, SYS_getrusage, SYS_sched_getaffinity,
 #endif
 };
 
@@ -104,9 +110,11 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 /* allow: the listed calls pass, others trap; else the listed ones trap. */
 static struct sock_fprog make_filter(const int *nrs, int n, bool allow)
 {
-	static struct sock_filter f[96];
+	static struct sock_filter f[256];
 	struct sock_fprog prog;
 	int i, k = 0;
+
+	t_assert(2 * n + 5 <= (int)ARRAY_LEN(f), "%d calls: filter too long", n);
 
 #ifdef T_AUDIT_ARCH
 	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
@@ -306,6 +314,49 @@ static void check_own_epoll(void)
 	own_connection(true);
 }
 
+/* What a program that forks under its filter adds to the list. */
+static const int fork_calls[] = { SYS_clone, SYS_wait4, SYS_set_robust_list };
+
+static void check_fork_under_filter(void)
+{
+	long long sb = reason_count("sandboxed"), mv = reason_count("peer_moved_to_tcp");
+	int c, s, sync[2];
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_sync_pair(sync);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		int calls[ARRAY_LEN(plain_calls) + ARRAY_LEN(fork_calls)];
+		struct sock_fprog prog;
+		pid_t g;
+
+		close(c);
+		close(sync[0]);
+		memcpy(calls, plain_calls, sizeof(plain_calls));
+		memcpy(calls + ARRAY_LEN(plain_calls), fork_calls, sizeof(fork_calls));
+		prog = make_filter(calls, (int)ARRAY_LEN(calls), true);
+		t_sync_wait(sync[1]);
+		sigsys_handler();
+		t_ok(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+		filtered = 1;
+		t_ok(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0));
+		g = fork();
+		t_assert(g >= 0, "fork under the filter: %s", strerror(errno));
+		if (g == 0)
+			filtered_talk(s);
+		close(s);
+		t_wait_child(g, "grandchild");
+		exit(0);
+	}
+	close(s);
+	close(sync[1]);
+	other_side(c, sync[0]);
+	t_wait_child(kid, "filtered child");
+	expect_reasons(sb, mv);
+	t_tcp_conns = 2;
+}
+
 static void check_listener(void)
 {
 	uint16_t port;
@@ -406,6 +457,7 @@ static const struct t_check checks[] = {
 	{ "fork_child", check_fork_child },
 	{ "own_seccomp", check_own_seccomp },
 	{ "own_epoll", check_own_epoll },
+	{ "fork_under_filter", check_fork_under_filter },
 	{ "listener", check_listener },
 	{ "disabled", check_disabled },
 	{ "inherited", check_inherited },
