@@ -17,12 +17,12 @@
  *    accept() will not answer proposals), every descriptor leaves the
  *    table and every epoll instance gets the program's own entries back:
  *    the wrappers find nothing and pass each call to libc as it is;
- *  - inherited (a child of a sandboxed process, or a program exec'ed under
- *    a filter: the constructor reads Seccomp: from /proc/self/status, with
- *    the openat/read/close the dynamic loader itself just made): nothing
- *    is ever tracked (sockets handed across exec are not adopted), unless
- *    USMC_TRUST_SECCOMP=1 says that filter (a container's) allows what
- *    usmc does.
+ *  - inherited: a fork child inherits the state with our memory; a
+ *    program exec'ed under a filter finds it in its constructor (Seccomp:
+ *    in /proc/self/status, read with the openat/read/close the dynamic
+ *    loader itself just made).  Nothing is ever tracked there (sockets
+ *    handed across exec are not adopted), unless USMC_TRUST_SECCOMP=1
+ *    says that filter (a container's) allows what usmc does.
  *
  * The state is never left.  Nothing runs at exit (no statistics folding,
  * no link-group unpublishing: the slot and names are collected by others
@@ -79,7 +79,7 @@ static void real_lookup(void)
 /*
  * The Seccomp: line of /proc/self/status: 0 none, 1 strict, 2 filter; -1
  * unknown (no /proc, as in a chroot).  An open refused with EACCES/EPERM
- * is a filter refusing it (OpenSSH's does so): 2.
+ * is a filter refusing it (as OpenSSH's refuses open): 2.
  */
 static int seccomp_mode(void)
 {
@@ -112,7 +112,6 @@ void usmc_sandbox_init(void)
 	/* Now, not in the first syscall() (a signal handler's, maybe). */
 	pthread_once(&real_once, real_lookup);
 	m = seccomp_mode();
-
 	if (m <= 0)
 		return;
 	if (usmc_opt.trust_seccomp) {
@@ -218,7 +217,7 @@ static bool settle(int fd, unsigned int *moved)
 static void epoll_settle(void)
 {
 	long max = usmc_nofile_limit(true);
-	struct usmc_epreg *r;
+	struct usmc_epreg *r, *next;
 	struct usmc_ep *ep;
 	int fd;
 
@@ -227,8 +226,10 @@ static void epoll_settle(void)
 		ep = ep_lookup(fd);
 		if (!ep || ep->nested)
 			continue;
-		for (r = ep->regs; r; r = r->ep_next)
+		for (r = ep->regs; r; r = next) {
+			next = r->ep_next;	/* a parked record leaves the list */
 			ep_reg_sync(r);
+		}
 		if (ep->ntranslated)
 			continue;
 		if (ep->selfev >= 0)
@@ -282,6 +283,13 @@ static bool installs_filter_prctl(long option, unsigned long mode)
 	       (mode == SECCOMP_MODE_STRICT || mode == SECCOMP_MODE_FILTER);
 }
 
+static bool installs_filter_syscall(long nr, long a0, long a1)
+{
+	if (nr == SYS_seccomp)
+		return a0 == SECCOMP_SET_MODE_STRICT || a0 == SECCOMP_SET_MODE_FILTER;
+	return nr == SYS_prctl && installs_filter_prctl(a0, (unsigned long)a1);
+}
+
 /*
  * The filter goes on after we stepped aside; if the kernel refuses it
  * (EINVAL, EACCES without no_new_privs), we stay aside all the same: the
@@ -322,9 +330,7 @@ EXPORT __attribute__((no_sanitize_address)) long syscall(long nr, ...)
 	va_end(ap);
 	if (unlikely(!real_syscall))
 		pthread_once(&real_once, real_lookup);
-	if (unlikely(nr == SYS_seccomp || nr == SYS_prctl) &&
-	    ((nr == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT || a[0] == SECCOMP_SET_MODE_FILTER)) ||
-	     (nr == SYS_prctl && installs_filter_prctl(a[0], (unsigned long)a[1]))))
+	if (unlikely(nr == SYS_seccomp || nr == SYS_prctl) && installs_filter_syscall(nr, a[0], a[1]))
 		usmc_sandbox_enter();
 	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
