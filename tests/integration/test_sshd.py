@@ -160,6 +160,23 @@ def test_sshd_plain_client(rundir, procs, sshd_dir, rexec):
 
 
 @pytest.mark.timeout(120, method="signal")
+def test_sshd_tcp_only(rundir, procs, sshd_dir):
+    """`usmc run -t` (USMC_DISABLE=1): every socket tracked, none
+    accelerated; the privilege-separated child still must not die at exit."""
+    port = h.free_port()
+    sshd = procs.start("sshd-t", [SSHD, "-D", "-e", "-f", sshd_dir / "sshd_config", "-p", port],
+                       rundir.env(USMC_DISABLE=1))
+    assert h.wait_listen(sshd, port, usmc=False), sshd.diag()
+    run_session(procs, rundir, sshd_dir, port, False, "plain")
+    run_session(procs, rundir, sshd_dir, port, True, "usmc")
+    want = {"disabled": 4, "peer_not_usmc": 2}
+    st = rundir.settle(lambda s: s["tcp_fallback"] == want)
+    assert_no_sigsys(sshd)
+    assert st["smc_conns"] == 0 and st["tcp_fallback"] == want, h.fmt_stat(st)
+    assert st["aborts"] == {}, h.fmt_stat(st)
+
+
+@pytest.mark.timeout(120, method="signal")
 @pytest.mark.parametrize("rexec", MODES)
 def test_sshd_usmc_client(rundir, procs, sshd_dir, rexec):
     sshd, port = start_sshd(procs, rundir, sshd_dir, rexec)
