@@ -14,6 +14,7 @@ Which connections can be accelerated, and what the counters must show:
   * ssh -L: the local client -> ssh's forwarding listener and sshd -> the
     forwarded-to server are made by processes without a filter (sshd's
     monitor serves root's session itself): both on shared memory.
+  * sshd under `usmc run -t`: nothing accelerated, every login works.
 Every transfer is checked byte for byte.  sshd runs with -r (no re-exec
 per connection) and in its default re-exec mode; the latter hands the
 connection across exec on descriptors 0 and 1 and then moves it

@@ -36,6 +36,8 @@
  *                usmc makes to set up: memfd_create, fcntl, fallocate,
  *                ftruncate, mknodat, flock): libusmc stays out of the way
  *                from its constructor on; its connection is plain TCP
+ *   trusted      the same under a filter that allows what usmc does (a
+ *                container's), with USMC_TRUST_SECCOMP=1: accelerated
  *
  * usage: t_seccomp [check...]
  */
@@ -396,7 +398,13 @@ static int child_role(uint16_t port, const char *mode)
 	return 0;
 }
 
-static pid_t exec_child(uint16_t port, const char *mode, bool disable, bool setup_filter)
+/* A filter that refuses only what no test program calls: a container's. */
+static const int container_calls[] = { SYS_kexec_load };
+
+/* This program again as "child PORT MODE" with env (NAME=1) set, exec'ed
+ * under a filter that traps the ndeny calls in deny (none if !deny). */
+static pid_t exec_child(uint16_t port, const char *mode, const char *env, const int *deny,
+			int ndeny)
 {
 	pid_t kid = t_fork_helper();
 
@@ -405,11 +413,10 @@ static pid_t exec_child(uint16_t port, const char *mode, bool disable, bool setu
 		char *argv[] = { (char *)"t_seccomp", (char *)"child", ps, (char *)mode, NULL };
 
 		snprintf(ps, sizeof(ps), "%u", port);
-		if (disable)
-			setenv("USMC_DISABLE", "1", 1);
-		if (setup_filter) {
-			struct sock_fprog prog = make_filter(setup_calls, (int)ARRAY_LEN(setup_calls),
-							     false);
+		if (env)
+			setenv(env, "1", 1);
+		if (deny) {
+			struct sock_fprog prog = make_filter(deny, ndeny, false);
 
 			t_ok(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
 			t_ok(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0));
@@ -440,7 +447,7 @@ static void check_disabled(void)
 	uint16_t port;
 	int l = t_listen(&port);
 
-	serve_child(l, exec_child(port, "filter", true, false));
+	serve_child(l, exec_child(port, "filter", "USMC_DISABLE", NULL, 0));
 	t_tcp_conns = 2;	/* disabled there, peer_not_usmc here */
 }
 
@@ -449,8 +456,18 @@ static void check_inherited(void)
 	uint16_t port;
 	int l = t_listen(&port);
 
-	serve_child(l, exec_child(port, "inherited", false, true));
+	serve_child(l, exec_child(port, "inherited", NULL, setup_calls, (int)ARRAY_LEN(setup_calls)));
 	t_tcp_conns = 1;	/* peer_not_usmc here; the child tracks nothing */
+}
+
+static void check_trusted(void)
+{
+	uint16_t port;
+	int l = t_listen(&port);
+
+	serve_child(l, exec_child(port, "inherited", "USMC_TRUST_SECCOMP", container_calls,
+				  (int)ARRAY_LEN(container_calls)));
+	t_smc_pairs = 1;	/* the filter is trusted: shared memory */
 }
 
 static const struct t_check checks[] = {
@@ -461,6 +478,7 @@ static const struct t_check checks[] = {
 	{ "listener", check_listener },
 	{ "disabled", check_disabled },
 	{ "inherited", check_inherited },
+	{ "trusted", check_trusted },
 };
 
 int main(int argc, char **argv)
