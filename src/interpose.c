@@ -18,6 +18,7 @@
 #include "poll.h"
 #include "real.h"
 #include "registry.h"
+#include "sandbox.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -169,7 +170,7 @@ static struct usmc_sock *adopt(int fd)
 	socklen_t l = sizeof(int);
 	struct usmc_sock *sk;
 
-	if (real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l))
+	if (usmc_sandboxed() || real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l))
 		return NULL;
 	l = sizeof(int);
 	real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l);
@@ -306,9 +307,12 @@ EXPORT int fclose(FILE *f)
 
 static void close_range_ours(unsigned int first, unsigned int last)
 {
-	DIR *d = opendir("/proc/self/fd");
+	DIR *d;
 	struct dirent *de;
 
+	if (usmc_sandboxed() && real.close_range(first, last, 0) == 0)
+		return;		/* the program's own call, nothing of ours tracked */
+	d = opendir("/proc/self/fd");
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
@@ -379,7 +383,7 @@ EXPORT int dup2(int oldfd, int newfd)
 	ENSURE_REAL(dup2);
 	if (!dup_target_ok(oldfd, newfd))
 		return -1;
-	if (oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+	if (oldfd != newfd && !usmc_sandboxed() && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		fd_forget(newfd);
 	rc = real.dup2(oldfd, newfd);
 	if (rc < 0 || oldfd == newfd)
@@ -394,7 +398,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	ENSURE_REAL(dup3);
 	if (!dup_target_ok(oldfd, newfd))
 		return -1;
-	if (oldfd != newfd && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
+	if (oldfd != newfd && !usmc_sandboxed() && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		fd_forget(newfd);
 	rc = real.dup3(oldfd, newfd, flags);
 	return dup_common(oldfd, newfd, rc);
@@ -632,7 +636,9 @@ __attribute__((constructor)) static void usmc_init(void)
 	usmc_options_load();
 	usmc_real_init();
 	pthread_atfork(usmc_family_before_fork, NULL, atfork_child);
-	usmc_exec_adopt();
+	usmc_sandbox_init();
+	if (!usmc_sandboxed())
+		usmc_exec_adopt();
 }
 
 __attribute__((destructor)) static void usmc_fini(void)
@@ -640,6 +646,8 @@ __attribute__((destructor)) static void usmc_fini(void)
 	struct exit_ctx x = { .n = 0 };
 	int i;
 
+	if (usmc_sandboxed())
+		return;		/* nothing the program would not do itself (sandbox.c) */
 	usmc_fd_foreach(exit_sock, &x);
 	/* Our listeners close with us, as the kernel is about to close their
 	 * descriptors: the last process of a family to hold one (a forking

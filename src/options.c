@@ -70,6 +70,8 @@ const struct usmc_opt_desc usmc_opt_table[] = {
 	  "memory behind DMBs: regular or huge (transparent huge pages)", O(dmb_type), 0, 0 },
 	{ "USMC_FAULT", OPT_STR, "",
 	  "testing: make allocation points fail (memfd,mmap,lgr,dmb,reserve,bell,attach,clc,fds)", O(fault), 0, 0 },
+	{ "USMC_TRUST_SECCOMP", OPT_BOOL, "0",
+	  "1: a seccomp filter the program starts under (a container's) allows usmc; by default usmc then stays out of the way", O(trust_seccomp), 0, 1 },
 };
 #undef O
 const unsigned int usmc_opt_count = ARRAY_SIZE(usmc_opt_table);

@@ -36,6 +36,7 @@ struct usmc_options {
 	bool dmb_copy;		/* USMC_DMB_COPY: stage writes in a private sndbuf */
 	char dmb_type[16];	/* USMC_DMB_TYPE: regular | huge */
 	char fault[128];	/* USMC_FAULT: testing, allocation points made to fail */
+	bool trust_seccomp;	/* USMC_TRUST_SECCOMP: an inherited filter allows usmc */
 };
 
 /*

@@ -10,6 +10,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
+#include "sandbox.h"
 #include "sock.h"
 #include "sys.h"
 
@@ -55,8 +56,12 @@ static void pool_put(struct usmc_sock *sk)
 
 struct usmc_sock *usmc_sock_new(int fd, int kind)
 {
-	struct usmc_sock_sh *sh = usmc_family_alloc();
+	struct usmc_sock_sh *sh;
 	struct usmc_sock *sk;
+
+	if (usmc_sandboxed())
+		return NULL;	/* never tracked under a seccomp filter */
+	sh = usmc_family_alloc();
 
 	/* No fork-shared state (memfd refused, region full): the socket stays
 	 * plain TCP for its whole life, but it is tracked so the fallback is

@@ -10,6 +10,7 @@
 #include "stats.h"
 #include "log.h"
 #include "rundir.h"
+#include "sandbox.h"
 #include "sys.h"
 
 #include <fcntl.h>
@@ -266,6 +267,12 @@ void usmc_stats_after_fork(void)
 	if (my_slot < 0)
 		return;
 	usmc_ctr = &dummy_ctr;
+	if (usmc_sandboxed()) {
+		/* No system call of ours under a filter: the parent's slot and
+		 * its descriptor stay as inherited, unused. */
+		my_slot = -1;
+		return;
+	}
 	munmap(stats_file, sizeof(*stats_file));
 	usmc_ifd_close(stats_fd);
 	stats_file = NULL;
@@ -280,7 +287,10 @@ void usmc_stats_detach(void)
 	struct usmc_stats_file *f = stats_file;
 	uint32_t live = 1;
 
-	if (my_slot < 0)
+	/* Under a seccomp filter the slot stays live (and counted) until the
+	 * process is gone and its lock with it; then the next attach or
+	 * `usmc stat` folds it (usmc_stats_gc). */
+	if (my_slot < 0 || usmc_sandboxed())
 		return;
 	usmc_ctr = &dummy_ctr;
 	if (atomic_compare_exchange_strong(&f->procs[my_slot].state, &live, 2))

@@ -162,6 +162,7 @@ enum usmc_reason {
 	USMC_R_SPAWN,		/* handed to a child started by posix_spawn() (spawn.c) */
 	USMC_R_OOB,		/* urgent data (send MSG_OOB): moved to TCP first (tx.c) */
 	USMC_R_ASYNC_IO,	/* O_ASYNC (SIGIO): moved to TCP first (interpose.c) */
+	USMC_R_SANDBOXED,	/* the process entered a seccomp filter (sandbox.c) */
 	USMC_R_MAX
 };
 

@@ -3,6 +3,7 @@
  * util.c - reason names, address helpers, clocks and randomness.
  */
 #include "usmc.h"
+#include "sandbox.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -38,6 +39,7 @@ static const struct {
 	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn" },
 	[USMC_R_OOB]		= { "oob", "urgent data (MSG_OOB) sent: moved to TCP" },
 	[USMC_R_ASYNC_IO]	= { "async_io", "O_ASYNC (SIGIO) set: moved to TCP" },
+	[USMC_R_SANDBOXED]	= { "sandboxed", "the process entered a seccomp filter" },
 };
 
 const char *usmc_reason_name(int r)
@@ -129,6 +131,10 @@ uint64_t usmc_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* sandbox.h: set by libusmc's sandbox.c, here so that the layers the CLI
+ * shares (stats.c) can test it. */
+_Atomic bool usmc_sandbox_on;
 
 static _Atomic pid_t self_pid;
 
