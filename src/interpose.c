@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 
 
 struct usmc_real real;
@@ -285,15 +286,19 @@ static void fd_forget(int fd)
 	usmc_epoll_closed(fd);
 }
 
+/* close(2) of an application descriptor: 0 or -errno. */
+static int close_fd(int fd)
+{
+	if (unlikely(usmc_ifd_is(fd)))
+		return -EBADF;	/* not the application's descriptor */
+	fd_forget(fd);
+	return real.close(fd) ? -errno : 0;
+}
+
 EXPORT int close(int fd)
 {
 	ENSURE_REAL(close);
-	if (unlikely(usmc_ifd_is(fd))) {
-		errno = EBADF;	/* not the application's descriptor */
-		return -1;
-	}
-	fd_forget(fd);
-	return real.close(fd);
+	return (int)ret(close_fd(fd));
 }
 
 EXPORT int fclose(FILE *f)
@@ -329,18 +334,62 @@ static void close_range_ours(unsigned int first, unsigned int last)
 	closedir(d);
 }
 
-EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+static int close_range_fds(unsigned int first, unsigned int last, int flags)
 {
-	ENSURE_REAL(close_range);
 	if (flags & CLOSE_RANGE_CLOEXEC)
-		return real.close_range(first, last, flags);
-	if (first > last) {
-		errno = EINVAL;
-		return -1;
-	}
+		return real.close_range(first, last, flags) ? -errno : 0;
+	if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
+		return -EINVAL;
 	/* Our own descriptors in the range must survive: close one by one. */
 	close_range_ours(first, last);
 	return 0;
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	ENSURE_REAL(close_range);
+	return (int)ret(close_range_fds(first, last, flags));
+}
+
+/*
+ * syscall(2), as the kernel takes it: six arguments (glibc's syscall()
+ * reads six whatever the caller passed, the last ones from the caller's
+ * stack, hence no AddressSanitizer check).  Programs that close through
+ * it (libuv: syscall(SYS_close)) must not leave usmc a stale record for a
+ * number the kernel reuses; a seccomp filter installed through it makes
+ * usmc step aside first (sandbox.c).  Everything else goes to the kernel.
+ */
+EXPORT __attribute__((no_sanitize_address)) long syscall(long nr, ...)
+{
+	long a[6], r;
+	va_list ap;
+	int i;
+
+	va_start(ap, nr);
+	for (i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (nr) {
+	case SYS_close:
+		ENSURE_REAL(close);
+		return ret(close_fd((int)a[0]));
+	case SYS_close_range:
+		ENSURE_REAL(close_range);
+		return ret(close_range_fds((unsigned int)a[0], (unsigned int)a[1], (int)a[2]));
+	case SYS_seccomp:
+	case SYS_prctl:
+		usmc_sandbox_syscall(nr, a[0], a[1]);
+		break;
+	default:
+		break;
+	}
+	r = usmc_sys6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	/* Only -4095..-1 are errors (as glibc's syscall() reads them). */
+	if ((unsigned long)r > -4096UL) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
 }
 
 EXPORT void closefrom(int lowfd)

@@ -65,13 +65,11 @@ static struct usmc_sock **kept;
 static unsigned int nkept, kept_cap;
 
 static int (*real_prctl)(int, ...);
-static long (*real_syscall)(long, ...);
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 
 static void real_lookup(void)
 {
 	real_prctl = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
-	real_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
 }
 
 /* ---- inherited filters ------------------------------------------------ */
@@ -312,25 +310,9 @@ EXPORT int prctl(int option, ...)
 	return real_prctl(option, a2, a3, a4, a5);
 }
 
-/*
- * syscall(2) with six arguments, as the kernel takes them: glibc's
- * syscall() reads six whatever the caller passed, the last from the
- * caller's stack (hence no AddressSanitizer check here).  libusmc's own
- * raw calls (sys.h) come through here too.
- */
-EXPORT __attribute__((no_sanitize_address)) long syscall(long nr, ...)
+/* syscall(SYS_seccomp / SYS_prctl) made by the program (interpose.c). */
+void usmc_sandbox_syscall(long nr, long a0, long a1)
 {
-	long a[6];
-	va_list ap;
-	int i;
-
-	va_start(ap, nr);
-	for (i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);
-	va_end(ap);
-	if (unlikely(!real_syscall))
-		pthread_once(&real_once, real_lookup);
-	if (unlikely(nr == SYS_seccomp || nr == SYS_prctl) && installs_filter_syscall(nr, a[0], a[1]))
+	if (installs_filter_syscall(nr, a0, a1))
 		usmc_sandbox_enter();
-	return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

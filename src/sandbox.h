@@ -28,5 +28,8 @@ void usmc_sandbox_init(void);
 /* A filter is about to be installed: move every connection to TCP, stop
  * tracking descriptors, step aside.  Idempotent. */
 void usmc_sandbox_enter(void);
+/* The program calls syscall(nr, a0, a1, ...): step aside first if that
+ * installs a seccomp filter. */
+void usmc_sandbox_syscall(long nr, long a0, long a1);
 
 #endif

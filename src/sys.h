@@ -2,10 +2,10 @@
 /*
  * sys.h - raw system calls for code that runs inside the application.
  *
- * libusmc interposes close/read/write/fcntl/poll/ioctl; its own bookkeeping
- * must not recurse into those wrappers, so internal code uses these thin
- * syscall(2) helpers.  They return the result or -errno and leave errno as
- * syscall(2) leaves it.
+ * libusmc interposes close/read/write/fcntl/poll/ioctl and syscall(); its
+ * own bookkeeping must not recurse into those wrappers, so internal code
+ * uses these helpers, which enter the kernel directly.  They return the
+ * result or -errno and leave errno as syscall(2) leaves it.
  */
 #ifndef USMC_SYS_H
 #define USMC_SYS_H
@@ -14,41 +14,89 @@
 #include <stdbool.h>
 #include <errno.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+/*
+ * One system call without libc.  libusmc exports syscall() itself (to see
+ * close, close_range and seccomp made through it), so its own calls must
+ * not go through that symbol.  Returns the kernel's result: -errno on
+ * failure.  No cancellation point, no errno.
+ */
+static inline long usmc_sys6(long nr, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory", "cc");
+	return x0;
+#else
+#error "usmc_sys6: add this architecture's system call sequence"
+#endif
+}
+
+#define usmc_sys(nr, a, b, c) usmc_sys6((nr), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+
+/* -errno as the kernel returned it, and errno set as syscall(2) would. */
 static inline long sys_ret(long r)
 {
-	return r < 0 ? -errno : r;
+	if (r < 0 && r > -4096)
+		errno = (int)-r;
+	return r;
 }
 
 static inline int sys_close(int fd)
 {
-	return (int)sys_ret(syscall(SYS_close, fd));
+	return (int)sys_ret(usmc_sys(SYS_close, fd, 0, 0));
 }
 
 static inline ssize_t sys_read(int fd, void *buf, size_t len)
 {
-	return sys_ret(syscall(SYS_read, fd, buf, len));
+	return sys_ret(usmc_sys(SYS_read, fd, buf, len));
 }
 
 static inline ssize_t sys_write(int fd, const void *buf, size_t len)
 {
-	return sys_ret(syscall(SYS_write, fd, buf, len));
+	return sys_ret(usmc_sys(SYS_write, fd, buf, len));
 }
 
 static inline int sys_fcntl(int fd, int cmd, long arg)
 {
-	return (int)sys_ret(syscall(SYS_fcntl, fd, cmd, arg));
+	return (int)sys_ret(usmc_sys(SYS_fcntl, fd, cmd, arg));
 }
 
 static inline int sys_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	return (int)sys_ret(syscall(SYS_poll, fds, n, timeout));
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+
+	/* ppoll: aarch64 has no poll system call. */
+	return (int)sys_ret(usmc_sys6(SYS_ppoll, (long)fds, (long)n, timeout < 0 ? 0 : (long)&ts,
+				      0, 8, 0));
 }
 
 static inline int sys_ioctl(int fd, unsigned long req, void *arg)
 {
-	return (int)sys_ret(syscall(SYS_ioctl, fd, req, arg));
+	return (int)sys_ret(usmc_sys(SYS_ioctl, fd, req, arg));
 }
 
 

@@ -288,7 +288,7 @@ static int futex_wait(_Atomic uint32_t *word, uint32_t seq, int timeout_ms)
 		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
 		tp = &ts;
 	}
-	rc = syscall(SYS_futex, word, FUTEX_WAIT, seq, tp, NULL, 0);
+	rc = sys_ret(usmc_sys6(SYS_futex, (long)word, FUTEX_WAIT, seq, (long)tp, 0, 0));
 	if (rc < 0 && errno == ETIMEDOUT)
 		return -EAGAIN;
 	if (rc < 0 && errno != EAGAIN)
@@ -315,7 +315,7 @@ static int follower_wait(struct usmc_sock *sk, uint32_t seq, uint32_t leader, in
 			return rc;
 		if (timeout_ms >= 0 && (timeout_ms -= slice) <= 0)
 			return -EAGAIN;
-		if (syscall(SYS_tgkill, LOAD_RELAXED(&sk->sh->bell_owner_pid), leader, 0) &&
+		if (sys_ret(usmc_sys(SYS_tgkill, LOAD_RELAXED(&sk->sh->bell_owner_pid), leader, 0)) &&
 		    errno == ESRCH && atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, 0))
 			return 0;	/* the leader is gone: look again (and lead) */
 		if (LOAD_ACQUIRE(&sk->sh->bell_owner) != leader)
@@ -330,7 +330,7 @@ static void wake_followers(struct usmc_sock *sk)
 {
 	atomic_fetch_add(&sk->sh->wake_seq, 1);
 	if (atomic_load(&sk->sh->followers))
-		syscall(SYS_futex, &sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		usmc_sys6(SYS_futex, (long)&sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, 0, 0, 0);
 }
 
 /* The leader woke (or gave up). */
