@@ -486,8 +486,15 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 	rec.version = USMC_PROTO_VERSION;
 	rec.allow_all = !strcmp(usmc_opt.allow, "all");
 	usmc_dev_list(rec.devs);
-	if (!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &olen) && on)
+	if (!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &olen) && on) {
+		struct stat st;
+
+		/* Clients ask the kernel whether this socket is alone in its
+		 * group (reuseport.c). */
 		rec.flags |= USMC_REG_F_REUSEPORT;
+		if (!fstat(fd, &st))
+			rec.ino = (uint64_t)st.st_ino;
+	}
 	if (ss.ss_family == AF_INET6) {
 		olen = sizeof(on);
 		if (!real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &olen) && on)

@@ -3,6 +3,7 @@
  * registry.c - listener and namespace records shared by all usmc processes.
  */
 #include "registry.h"
+#include "reuseport.h"
 #include "clc.h"
 #include "log.h"
 #include "options.h"
@@ -317,7 +318,7 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	struct usmc_reg_listener copy = { 0 }, same = { 0 }, cross = { 0 };
 	int nsame = 0, ncross = 0, reason = USMC_R_PEER_NOT_USMC, i;
 	uint64_t self = usmc_netns_self();
-	bool loop = usmc_addr_is_loopback(dst), local_checked = false, local = false;
+	bool loop = usmc_addr_is_loopback(dst), local_checked = false, local = false, rp = false;
 	struct usmc_registry *r = reg_get();
 
 	if (!r || !LOAD_RELAXED(&r->portcnt[dst->port]))
@@ -356,16 +357,19 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 				nsame = 0;
 			same = copy;
 			nsame++;
+			rp |= copy.flags & USMC_REG_F_REUSEPORT;
 		} else {
 			if (loop || !netns_has_addr(copy.netns, dst))
 				continue;
 			cross = copy;
 			ncross++;
+			rp |= copy.flags & USMC_REG_F_REUSEPORT;
 		}
 	}
-	/* More than one candidate: the kernel picks, we cannot know which. */
+	/* More than one candidate: the kernel picks, we cannot know which
+	 * (a SO_REUSEPORT group of several usmc sockets, say so). */
 	if (nsame > 1 || (!nsame && ncross > 1))
-		return USMC_R_UNCERTAIN;
+		return rp ? USMC_R_REUSEPORT : USMC_R_UNCERTAIN;
 	if (nsame == 1) {
 		*out = same;
 	} else if (ncross == 1) {
@@ -380,8 +384,11 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	} else {
 		return reason;
 	}
-	if (out->flags & USMC_REG_F_REUSEPORT)
-		return USMC_R_UNCERTAIN;
+	/* SO_REUSEPORT: only a socket alone in its group, in our namespace
+	 * (the kernel's list is per namespace), certainly takes us. */
+	if ((out->flags & USMC_REG_F_REUSEPORT) &&
+	    (out->netns != self || !usmc_reuseport_sole(dst, out->ino)))
+		return USMC_R_REUSEPORT;
 	if (out->version != USMC_PROTO_VERSION)
 		return USMC_R_VERSION;
 	if (!uid_policy_ok(out))

@@ -36,6 +36,7 @@ struct usmc_reg_listener {
 	uint32_t version;		/* USMC_PROTO_VERSION of the owner */
 	uint8_t devs[4];		/* device ids offered, by priority (0 = end) */
 	uint32_t allow_all;		/* 1: owner accepts any user */
+	uint64_t ino;			/* the listening socket's inode (SO_REUSEPORT) */
 } __cacheline;
 
 struct usmc_reg_netns {

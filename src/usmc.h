@@ -150,7 +150,7 @@ enum usmc_reason {
 	USMC_R_LIMIT,		/* link group, connection or file descriptor limit reached */
 	USMC_R_LATE,		/* the server accepted before the client's proposal was posted */
 	USMC_R_INDEX_BUSY,	/* the CLC index entry for this 4-tuple is held by another connection */
-	USMC_R_UNCERTAIN,	/* the route to the listener is not certain (reuseport, ambiguous netns) */
+	USMC_R_UNCERTAIN,	/* the route to the listener is not certain (ambiguous netns) */
 	USMC_R_RUNDIR,		/* the runtime directory is missing or unsafe */
 	USMC_R_PEER_GONE,	/* the listener or link group owner died during the handshake */
 	USMC_R_SERVER_TCP,	/* the server committed to TCP first (it wrote before the proposal) */
@@ -163,6 +163,7 @@ enum usmc_reason {
 	USMC_R_OOB,		/* urgent data (send MSG_OOB): moved to TCP first (tx.c) */
 	USMC_R_ASYNC_IO,	/* O_ASYNC (SIGIO): moved to TCP first (interpose.c) */
 	USMC_R_SANDBOXED,	/* the process entered a seccomp filter (sandbox.c) */
+	USMC_R_REUSEPORT,	/* the listener's SO_REUSEPORT group has other sockets (reuseport.c) */
 	USMC_R_MAX
 };
 

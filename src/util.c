@@ -40,6 +40,8 @@ static const struct {
 	[USMC_R_OOB]		= { "oob", "urgent data (MSG_OOB) sent: moved to TCP" },
 	[USMC_R_ASYNC_IO]	= { "async_io", "O_ASYNC (SIGIO) set: moved to TCP" },
 	[USMC_R_SANDBOXED]	= { "sandboxed", "the process entered a seccomp filter" },
+	[USMC_R_REUSEPORT]	= { "reuseport", "the listener shares its port (SO_REUSEPORT) with other "
+				    "sockets: the kernel picks one, usmc cannot know which" },
 };
 
 const char *usmc_reason_name(int r)
