@@ -12,6 +12,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
+#include "handover.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -302,6 +303,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmsg);
+	usmc_handover_send(msg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmsg(fd, msg, flags);
@@ -352,6 +354,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmmsg);
+	usmc_handover_sendmm(v, n);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmmsg(fd, v, n, flags);

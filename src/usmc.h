@@ -21,7 +21,7 @@
 #include <sys/types.h>
 
 #define USMC_VERSION_STR	"0.1.0"
-#define USMC_PROTO_VERSION	7	/* shared-memory format generation */
+#define USMC_PROTO_VERSION	8	/* shared-memory format generation */
 
 /*
  * The runtime directory's shared files carry the format in their names, so
@@ -160,6 +160,7 @@ enum usmc_reason {
 	USMC_R_PEER_MIGRATED,	/* the peer moved the connection to TCP */
 	USMC_R_INTERNAL,	/* internal error (bug): details with USMC_DEBUG=1 */
 	USMC_R_SPAWN,		/* handed to a child started by posix_spawn() (spawn.c) */
+	USMC_R_HANDOVER,	/* passed to another process with SCM_RIGHTS (handover.c) */
 	USMC_R_MAX
 };
 

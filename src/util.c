@@ -36,6 +36,7 @@ static const struct {
 	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP" },
 	[USMC_R_INTERNAL]	= { "internal_error", "internal error" },
 	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn" },
+	[USMC_R_HANDOVER]	= { "handed_over", "passed to another process (SCM_RIGHTS)" },
 };
 
 const char *usmc_reason_name(int r)

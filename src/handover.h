@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handover.h - sockets that leave the process in a message (SCM_RIGHTS).
+ *
+ * Called by the sendmsg/sendmmsg wrappers before the message goes out,
+ * whatever the sending descriptor is (only UNIX sockets carry descriptors,
+ * and usmc never tracks those).  A message without ancillary data costs
+ * one load and a branch.
+ */
+#ifndef USMC_HANDOVER_H
+#define USMC_HANDOVER_H
+
+#include "usmc.h"
+
+#include <sys/socket.h>
+
+void usmc_handover_send_slow(const struct msghdr *msg);
+
+static inline void usmc_handover_send(const struct msghdr *msg)
+{
+	if (unlikely(msg && msg->msg_controllen))
+		usmc_handover_send_slow(msg);
+}
+
+static inline void usmc_handover_sendmm(const struct mmsghdr *v, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; v && i < n; i++)
+		usmc_handover_send(&v[i].msg_hdr);
+}
+
+#endif
