@@ -17,9 +17,11 @@
  *    receiver would read it as data.  Afterwards our copy and the
  *    receiver's are one TCP socket: closing ours, keeping it, or sending
  *    it again behave as TCP;
- *  - a listener stops taking proposals (usmc_listen_unpublish): clients
- *    connect over TCP, whoever accepts.  Our own copy keeps accepting, on
- *    TCP.
+ *  - a listener stops taking proposals (usmc_handover_listener): clients
+ *    connect over TCP, whoever accepts, and the proposals of clients still
+ *    in the accept queue are declined in their control blocks, so that
+ *    their queued bytes move to TCP for whoever accepts them.  Our own copy
+ *    keeps accepting, on TCP.
  *
  * The send itself is not ours: if it fails, the socket stays on TCP.
  * Descriptors that are not tracked sockets (pipes, files, UNIX sockets,
@@ -32,13 +34,23 @@
  * hand those over: they stay with us (logged).
  */
 #include "af_usmc.h"
+#include "cdc.h"
+#include "clc.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "lgr.h"
 #include "log.h"
 #include "sock.h"
 #include "sys.h"
 
 #include <poll.h>
+#include <stddef.h>
+#include <unistd.h>
+
+/* Index state (clc.h degraded) raised when the listener leaves for a
+ * process that cannot answer proposals: clients holding the index stop
+ * proposing (limit_reached), checked after their CLAIM as for the others. */
+#define CLC_LN_HANDED	4u
 
 /* Sleep until fd shows one of events (or hangs up). */
 static void wait_fd(int fd, short events)
@@ -72,6 +84,104 @@ static void handover_conn(struct usmc_sock *sk, int fd)
 	}
 }
 
+/*
+ * A proposal nobody here will match (its connection waits in the accept
+ * queue for a process that cannot answer): take it from the index and
+ * decline it in the control block, as a server that cannot use it would.
+ * The client then sends its queued bytes on TCP, expecting no CLC byte
+ * (an index decline would make it wait for one), and frees the slot.
+ */
+static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
+{
+	struct usmc_addr client = e->client;
+	uint64_t lgr_id = e->lgr_id;
+	uint32_t slot = e->slot, gen = e->gen;
+	struct usmc_cdc_ctrl *c;
+	struct usmc_lgr *l;
+	int own, peer;
+
+	if (usmc_lgr_attach(lgr_id, &l))
+		return;		/* the client is gone: so is its connection */
+	c = slot < l->nslots ? usmc_lgr_ctrl(l, slot) : NULL;
+	/* Ours to answer only while it is this connection's slot and the
+	 * proposal is still posted (a concurrent accept of ours may take it
+	 * first: then it is simply accepted). */
+	if (c && LOAD_ACQUIRE(&c->c.gen) == gen && usmc_clc_answer(ln, &client, 0)) {
+		/* Pairs with the client's acquire load in usmc_sock_refresh(). */
+		STORE_RELEASE(&c->s.answer, CDC_ANSWER(gen, CDC_ANS_DECLINE, USMC_R_HANDOVER));
+		STORE_RELEASE(&c->s.released_gen, gen);
+		if (!usmc_lgr_bells(l, slot, &own, &peer))
+			l->dev->signal(peer);
+		usmc_dbg(1, "listener handed over: queued proposal (link group %016llx slot %u) declined",
+			 (unsigned long long)lgr_id, slot);
+	}
+	usmc_lgr_put(l);
+}
+
+/* Wait (briefly) for a client's CLAIM of entry e to become a proposal or
+ * go: it may not have seen CLC_LN_HANDED.  Returns the word. */
+static uint64_t settle_claim(struct usmc_clc_entry *e, uint64_t w)
+{
+	uint64_t until = usmc_now_ns() + CLC_HALF_WRITTEN_NS;
+
+	while (CLC_STATE(w) == CLC_CLAIM && usmc_now_ns() < until) {
+		sched_yield();
+		w = atomic_load(&e->word);
+	}
+	return w;
+}
+
+/*
+ * Every proposal posted in ln without W (W: a connection we accepted
+ * already, undecided: ours to settle) is declined.  Only the backed parts
+ * of the 16 MB index are read (SEEK_DATA): reading a hole would back it.
+ */
+static void decline_all_queued(struct usmc_clc_ln *ln)
+{
+	const off_t base = (off_t)offsetof(struct usmc_clc_index, e);
+	const off_t end = base + (off_t)sizeof(ln->idx->e);
+	struct usmc_clc_entry *first = &ln->idx->e[0][0];
+	off_t at = base, hole;
+
+	while (at < end) {
+		at = lseek(ln->fd, at, SEEK_DATA);
+		if (at < 0)
+			return;		/* ENXIO: no more data */
+		hole = lseek(ln->fd, at, SEEK_HOLE);
+		if (hole < 0 || hole > end)
+			hole = end;
+		if (at < base)
+			at = base;
+		for (at -= (at - base) % (off_t)sizeof(*first); at < hole;
+		     at += (off_t)sizeof(*first)) {
+			struct usmc_clc_entry *e = first + (at - base) / (off_t)sizeof(*first);
+			/* Seq-cst after our store of degraded: with the
+			 * clients' CAS then load of it (clc.c), one of us
+			 * sees the other. */
+			uint64_t w = atomic_load(&e->word);
+
+			if (w & CLC_W)
+				continue;
+			if (CLC_STATE(w) == CLC_CLAIM)
+				w = settle_claim(e, w);
+			if (CLC_STATE(w) == CLC_PROPOSED && !(w & CLC_W))
+				decline_queued(ln, e);
+		}
+	}
+}
+
+void usmc_handover_listener(struct usmc_sock *sk)
+{
+	struct usmc_clc_ln *ln = sk->lst;
+
+	if (!ln)
+		return;
+	usmc_listen_unpublish(sk);
+	if (atomic_fetch_or(&ln->idx->degraded, CLC_LN_HANDED) & CLC_LN_HANDED)
+		return;		/* done before */
+	decline_all_queued(ln);
+}
+
 static void handover_fd(int fd)
 {
 	struct usmc_sock *sk = usmc_fd_get(fd);
@@ -82,7 +192,7 @@ static void handover_fd(int fd)
 		handover_conn(sk, fd);
 	} else if (sk->kind == SK_LISTEN && sk->lst) {
 		usmc_dbg(1, "fd %d: listener handed over: clients connect over TCP", fd);
-		usmc_listen_unpublish(sk);
+		usmc_handover_listener(sk);
 	}
 	usmc_sock_put(sk);
 }

@@ -14,7 +14,13 @@
 
 #include <sys/socket.h>
 
+struct usmc_sock;
+
 void usmc_handover_send_slow(const struct msghdr *msg);
+/* A listener goes where nobody answers proposals (SCM_RIGHTS, an exec
+ * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
+ * the proposals of connections still in the accept queue are declined. */
+void usmc_handover_listener(struct usmc_sock *sk);
 
 static inline void usmc_handover_send(const struct msghdr *msg)
 {

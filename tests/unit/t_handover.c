@@ -34,6 +34,10 @@
  *   listener       the listener is passed (kept open here) to a worker that
  *                  accepts the client's connection and serves it
  *   listener_plain the same, the worker without libusmc
+ *   listener_queued  the client connected, proposed and wrote its request
+ *                  (into the ring) before the listener is passed to a
+ *                  worker without libusmc: its proposal is declined, its
+ *                  bytes move to TCP (it used to wait forever)
  *
  * Connections on shared memory before the hand-over move to TCP first
  * (handed_over at the acceptor, peer_moved_to_tcp at the client).
@@ -59,6 +63,7 @@ extern char **environ;
 #define H_LISTEN	0x20	/* pass the listener */
 #define H_DECLINE	0x40	/* the acceptor declines the proposal */
 #define H_NOW		0x80	/* pass it as soon as accept() returns */
+#define H_QUEUED	0x100	/* the client's connection waits in the queue */
 
 /* One descriptor and an offset over the UNIX socket. */
 static void pass_fd(int chan, int fd, uint32_t off)
@@ -103,7 +108,7 @@ static int take_fd(int chan, uint32_t *off)
 
 static uint32_t req_len(int flags)
 {
-	return flags & H_SHUT ? REQ_SHUT : REQ;
+	return flags & (H_SHUT | H_QUEUED) ? REQ_SHUT : REQ;
 }
 
 /* Read the request from off to its end, every byte checked. */
@@ -156,13 +161,16 @@ static int client(uint16_t port, int flags)
 	t_send_pat(fd, PAT_REQ, req_len(flags));
 	if (flags & H_SHUT)
 		t_ok(shutdown(fd, SHUT_WR));
+	if (getenv("T_READY_FD"))
+		t_sync_post(atoi(getenv("T_READY_FD")));	/* request sent */
 	t_recv_pat(fd, PAT_RESP, RESP);
 	t_assert(read(fd, &b, 1) == 0, "EOF after the answer");
 	close(fd);
 	return 0;
 }
 
-static pid_t start(const char *role, int arg, int flags, bool plain, const char *fault)
+static pid_t start_ready(const char *role, int arg, int flags, bool plain, const char *fault,
+			 int ready)
 {
 	pid_t pid = t_fork_helper();
 
@@ -170,6 +178,11 @@ static pid_t start(const char *role, int arg, int flags, bool plain, const char 
 		char a[16], f[16];
 		char *argv[] = { (char *)"t_handover", (char *)role, a, f, NULL };
 
+		if (ready >= 0) {
+			snprintf(a, sizeof(a), "%d", ready);
+			setenv("T_READY_FD", a, 1);
+			fcntl(ready, F_SETFD, 0);
+		}
 		snprintf(a, sizeof(a), "%d", arg);
 		snprintf(f, sizeof(f), "%d", flags);
 		if (plain)
@@ -180,6 +193,11 @@ static pid_t start(const char *role, int arg, int flags, bool plain, const char 
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t start(const char *role, int arg, int flags, bool plain, const char *fault)
+{
+	return start_ready(role, arg, flags, plain, fault, -1);
 }
 
 static long long handed_over(void)
@@ -210,6 +228,22 @@ static int acceptor(int flags)
 	t_ok(fcntl(sv[1], F_SETFD, 0));
 	wk = start("worker", sv[1], flags, flags & H_PLAIN, NULL);
 	close(sv[1]);
+	if (flags & H_QUEUED) {
+		int rd[2];
+
+		t_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rd));
+		cl = start_ready("client", port, flags, false, NULL, rd[1]);
+		close(rd[1]);
+		t_sync_wait(rd[0]);	/* connected, proposed, request in the ring */
+		close(rd[0]);
+		pass_fd(sv[0], lfd, 0);
+		t_sync_wait(sv[0]);
+		t_wait_child(wk, "worker");
+		t_wait_child(cl, "client");
+		close(lfd);
+		close(sv[0]);
+		return 0;
+	}
 	if (flags & H_LISTEN) {
 		pass_fd(sv[0], lfd, 0);
 		t_sync_wait(sv[0]);
@@ -277,6 +311,7 @@ static void check_decline(void) { run(H_DECLINE); }
 static void check_decline_plain(void) { run(H_DECLINE | H_PLAIN); }
 static void check_listener(void) { run(H_LISTEN); }
 static void check_listener_plain(void) { run(H_LISTEN | H_PLAIN); }
+static void check_listener_queued(void) { run(H_LISTEN | H_QUEUED | H_PLAIN); }
 
 static const struct t_check checks[] = {
 	{ "now", check_now },
@@ -295,6 +330,7 @@ static const struct t_check checks[] = {
 	{ "decline_plain", check_decline_plain },
 	{ "listener", check_listener },
 	{ "listener_plain", check_listener_plain },
+	{ "listener_queued", check_listener_queued },
 };
 
 /* Each check in its own process under alarm(60); the counters are the
