@@ -218,7 +218,8 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		sk_set_flag(sk, SKF_NONBLOCK);
 
 	if (!lsk->lst) {
-		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
+		reason = sk_flag(lsk, SKF_HANDED) ? USMC_R_HANDOVER :
+			 usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
 			 USMC_R_DISABLED : USMC_R_RUNDIR;
 		usmc_sock_set_tcp(sk, reason);
 	} else {

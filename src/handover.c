@@ -27,6 +27,9 @@
  * Descriptors that are not tracked sockets (pipes, files, UNIX sockets,
  * sockets never connected) go untouched.
  *
+ * In the receiving process, a listener (or a socket bound to become one)
+ * that arrives is tracked but never published (receive_fd).
+ *
  * Not done: adopting the connection in a receiver that runs usmc (it would
  * have to reach our family region and link groups, as exec.c's adoption
  * does; docs/design.md, limits).  A connection whose peer had moved it to
@@ -40,9 +43,13 @@
 #include "handover.h"
 #include "lgr.h"
 #include "log.h"
+#include "real.h"
 #include "sock.h"
+#include "stats.h"
 #include "sys.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stddef.h>
 #include <unistd.h>
@@ -197,7 +204,8 @@ static void handover_fd(int fd)
 	usmc_sock_put(sk);
 }
 
-void usmc_handover_send_slow(const struct msghdr *msg)
+/* fn(fd) for every descriptor msg carries (SCM_RIGHTS). */
+static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
 {
 	struct msghdr *m = (struct msghdr *)msg;	/* CMSG_NXTHDR's prototype */
 	struct cmsghdr *c;
@@ -215,7 +223,69 @@ void usmc_handover_send_slow(const struct msghdr *msg)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			handover_fd(fd);
+			fn(fd);
 		}
 	}
+}
+
+void usmc_handover_send_slow(const struct msghdr *msg)
+{
+	each_passed_fd(msg, handover_fd);
+}
+
+/*
+ * A TCP socket received that others may accept on (a listener, or one
+ * bound to listen later, as node's cluster passes it with
+ * schedulingPolicy = none): tracked as a listener that is never published
+ * (usmc_sock_listen() registers only a socket that becomes one), so no
+ * client proposes to us for a queue that the sender or other receivers,
+ * usmc or not, also take connections from.  What we accept on it is
+ * counted (handed_over).  A connection received stays untracked: its
+ * sender counted it, and moved it to TCP before it left.
+ */
+static void receive_fd(int fd)
+{
+	int domain = 0, type = 0, proto = 0, acc = 0, fl;
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(int), sl = sizeof(ss);
+	struct usmc_sock *sk = usmc_fd_get(fd);
+
+	if (sk) {
+		usmc_sock_put(sk);	/* known: ours already */
+		return;
+	}
+	if (real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) ||
+	    (domain != AF_INET && domain != AF_INET6))
+		return;
+	l = sizeof(int);
+	real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l);
+	l = sizeof(int);
+	real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l);
+	if (type != SOCK_STREAM || (proto && proto != IPPROTO_TCP))
+		return;
+	l = sizeof(int);
+	real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l);
+	if (!acc && !getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;		/* connected */
+	sk = usmc_sock_new(fd, SK_LISTEN);
+	if (!sk)
+		return;
+	fl = real.fcntl(fd, F_GETFL);
+	sk_set_flag(sk, SKF_HANDED | (fl >= 0 && (fl & O_NONBLOCK) ? SKF_NONBLOCK : 0));
+	sl = sizeof(ss);
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+		usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sl);
+	usmc_stats_attach();
+	if (usmc_fd_install(fd, sk))
+		usmc_sock_put(sk);
+	else
+		usmc_dbg(1, "fd %d: received a listening socket: not published", fd);
+}
+
+void usmc_handover_recv_slow(const struct msghdr *msg)
+{
+	int saved = errno;
+
+	each_passed_fd(msg, receive_fd);
+	errno = saved;
 }

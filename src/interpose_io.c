@@ -278,7 +278,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ENSURE_REAL(recvmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.recvmsg(fd, msg, flags);
+		return usmc_handover_recv(real.recvmsg(fd, msg, flags), msg);
 	r = !msg || msg->msg_iovlen > IOV_MAX ? -EINVAL :
 	    sk_rx(sk, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
 	if (r == USMC_PASS) {
@@ -328,7 +328,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 	ENSURE_REAL(recvmmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.recvmmsg(fd, v, n, flags, t);
+		return usmc_handover_recvmm(real.recvmmsg(fd, v, n, flags, t), v);
 	if (!sk_is_smc_path(sk)) {
 		usmc_sock_put(sk);
 		return real.recvmmsg(fd, v, n, flags, t);

@@ -52,6 +52,7 @@ enum usmc_sock_kind {
 #define SKF_TCP_SHUT	0x8000	/* MIGRATING: our ring FIN was passed on to TCP */
 #define SKF_LOST	0x10000	/* declined after the client left: its bytes are lost */
 #define SKF_DECLINED	0x20000	/* client: the server declined; it never uses our slot */
+#define SKF_HANDED	0x40000	/* listener received with SCM_RIGHTS: never published (handover.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */

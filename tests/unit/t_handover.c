@@ -34,6 +34,12 @@
  *   listener       the listener is passed (kept open here) to a worker that
  *                  accepts the client's connection and serves it
  *   listener_plain the same, the worker without libusmc
+ *   listener_shared  the listener is passed to a worker (under usmc) that
+ *                  calls listen() on it again, as node's cluster workers do
+ *                  with schedulingPolicy = none, while the acceptor keeps
+ *                  accepting and serves the client itself: the worker must
+ *                  not publish it (the client proposed to the worker and
+ *                  waited forever for an answer the acceptor never gave)
  *   listener_queued  the client connected, proposed and wrote its request
  *                  (into the ring) before the listener is passed to a
  *                  worker without libusmc: its proposal is declined, its
@@ -64,6 +70,7 @@ extern char **environ;
 #define H_DECLINE	0x40	/* the acceptor declines the proposal */
 #define H_NOW		0x80	/* pass it as soon as accept() returns */
 #define H_QUEUED	0x100	/* the client's connection waits in the queue */
+#define H_RELISTEN	0x200	/* the worker listens again, the acceptor accepts */
 
 /* One descriptor and an offset over the UNIX socket. */
 static void pass_fd(int chan, int fd, uint32_t off)
@@ -137,6 +144,13 @@ static int worker(int chan, int flags)
 	char b;
 	int fd = take_fd(chan, &off);
 
+	if (flags & H_RELISTEN) {
+		t_ok(listen(fd, 16));
+		t_sync_post(chan);
+		t_sync_wait(chan);	/* the acceptor served the client */
+		close(fd);
+		return 0;
+	}
 	if (flags & H_LISTEN) {
 		int lfd = fd;
 
@@ -244,6 +258,21 @@ static int acceptor(int flags)
 		close(sv[0]);
 		return 0;
 	}
+	if (flags & H_RELISTEN) {
+		pass_fd(sv[0], lfd, 0);
+		t_sync_wait(sv[0]);	/* the worker listens on it too */
+		cl = start("client", port, flags, false, NULL);
+		fd = t_accept(lfd);
+		recv_req(fd, 0, req_len(flags));
+		t_send_pat(fd, PAT_RESP, RESP);
+		close(fd);
+		t_wait_child(cl, "client");
+		t_sync_post(sv[0]);
+		t_wait_child(wk, "worker");
+		close(lfd);
+		close(sv[0]);
+		return 0;
+	}
 	if (flags & H_LISTEN) {
 		pass_fd(sv[0], lfd, 0);
 		t_sync_wait(sv[0]);
@@ -311,6 +340,7 @@ static void check_decline(void) { run(H_DECLINE); }
 static void check_decline_plain(void) { run(H_DECLINE | H_PLAIN); }
 static void check_listener(void) { run(H_LISTEN); }
 static void check_listener_plain(void) { run(H_LISTEN | H_PLAIN); }
+static void check_listener_shared(void) { run(H_LISTEN | H_RELISTEN); }
 static void check_listener_queued(void) { run(H_LISTEN | H_QUEUED | H_PLAIN); }
 
 static const struct t_check checks[] = {
@@ -330,6 +360,7 @@ static const struct t_check checks[] = {
 	{ "decline_plain", check_decline_plain },
 	{ "listener", check_listener },
 	{ "listener_plain", check_listener_plain },
+	{ "listener_shared", check_listener_shared },
 	{ "listener_queued", check_listener_queued },
 };
 
