@@ -73,6 +73,9 @@ static void handover_conn(struct usmc_sock *sk, int fd)
 	 * the peer counts on it before any TCP byte: settle the connect. */
 	while (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd) == -EINPROGRESS)
 		wait_fd(fd, POLLOUT);
+	/* A peer that left shared memory first is followed, not left in
+	 * turn: its unread bytes come from us on TCP (migrate.c). */
+	usmc_sock_refresh(sk, fd);
 	if (sk_is_smc_path(sk))
 		usmc_conn_leave(sk, fd, USMC_R_HANDOVER);
 	if (sk_mode(sk) == USMC_MODE_MIGRATING)
