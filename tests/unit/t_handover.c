@@ -15,6 +15,9 @@
  *                  (the client used to get ECONNRESET: our close protocol
  *                  ran although the socket lived on in the worker)
  *   close_plain    the same, the worker without libusmc
+ *   mmsg           close, passed with sendmmsg() and taken with recvmmsg()
+ *   twice          close, the descriptor passed twice: the worker reads
+ *                  half of the request on each copy (one socket)
  *   keep           the acceptor keeps its copy until the worker is done
  *                  (the client used to wait forever: nobody read the ring)
  *   late           the client's proposal arrives after accept() returned
@@ -71,6 +74,10 @@ extern char **environ;
 #define H_NOW		0x80	/* pass it as soon as accept() returns */
 #define H_QUEUED	0x100	/* the client's connection waits in the queue */
 #define H_RELISTEN	0x200	/* the worker listens again, the acceptor accepts */
+#define H_MMSG		0x400	/* pass with sendmmsg(), take with recvmmsg() */
+#define H_TWICE		0x800	/* pass it twice: the worker reads half on each copy */
+
+static int g_flags;	/* the role's flags */
 
 /* One descriptor and an offset over the UNIX socket. */
 static void pass_fd(int chan, int fd, uint32_t off)
@@ -87,6 +94,13 @@ static void pass_fd(int chan, int fd, uint32_t off)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (g_flags & H_MMSG) {
+		struct mmsghdr mm = { .msg_hdr = m };
+
+		if (sendmmsg(chan, &mm, 1, 0) != 1 || mm.msg_len != sizeof(off))
+			t_fail("sendmmsg(SCM_RIGHTS): %s", strerror(errno));
+		return;
+	}
 	if (sendmsg(chan, &m, 0) != sizeof(off))
 		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
 }
@@ -101,9 +115,19 @@ static int take_fd(int chan, uint32_t *off)
 	ssize_t n;
 	int fd;
 
-	do
-		n = recvmsg(chan, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	if (g_flags & H_MMSG) {
+		struct mmsghdr mm = { .msg_hdr = m };
+
+		do
+			n = recvmmsg(chan, &mm, 1, MSG_CMSG_CLOEXEC, NULL);
+		while (n < 0 && errno == EINTR);
+		m = mm.msg_hdr;
+		n = n == 1 ? (ssize_t)mm.msg_len : -1;
+	} else {
+		do
+			n = recvmsg(chan, &m, MSG_CMSG_CLOEXEC);
+		while (n < 0 && errno == EINTR);
+	}
 	if (n != sizeof(*off))
 		t_fail("recvmsg: %zd %s", n, n < 0 ? strerror(errno) : "short");
 	c = CMSG_FIRSTHDR(&m);
@@ -157,6 +181,16 @@ static int worker(int chan, int flags)
 		t_sync_post(chan);	/* got it: the client may come */
 		fd = t_accept(lfd);
 		close(lfd);
+	}
+	if (flags & H_TWICE) {
+		uint32_t off2;
+		int fd2 = take_fd(chan, &off2);
+
+		/* Two descriptors, one socket: half of it on each. */
+		recv_req(fd, off, off2);
+		close(fd);
+		fd = fd2;
+		off = off2;
 	}
 	recv_req(fd, off, req_len(flags));
 	if (flags & H_SHUT)
@@ -301,6 +335,8 @@ static int acceptor(int flags)
 	if (!(flags & (H_LATE | H_DECLINE | H_NOW)))
 		t_assert_smc(fd);
 	pass_fd(sv[0], fd, off);
+	if (flags & H_TWICE)
+		pass_fd(sv[0], fd, off + (REQ - off) / 2);
 	if (!(flags & H_KEEP))
 		close(fd);
 	t_wait_child(wk, "worker");
@@ -328,6 +364,10 @@ static void check_now(void) { run(H_NOW); }
 static void check_now_plain(void) { run(H_NOW | H_PLAIN); }
 static void check_close(void) { run(0); }
 static void check_close_plain(void) { run(H_PLAIN); }
+static void check_mmsg(void) { run(H_MMSG); }
+static void check_mmsg_plain(void) { run(H_MMSG | H_PLAIN); }
+static void check_twice(void) { run(H_TWICE); }
+static void check_twice_plain(void) { run(H_TWICE | H_PLAIN | H_KEEP); }
 static void check_keep(void) { run(H_KEEP); }
 static void check_keep_plain(void) { run(H_KEEP | H_PLAIN); }
 static void check_late(void) { run(H_LATE); }
@@ -348,6 +388,10 @@ static const struct t_check checks[] = {
 	{ "now_plain", check_now_plain },
 	{ "close", check_close },
 	{ "close_plain", check_close_plain },
+	{ "mmsg", check_mmsg },
+	{ "mmsg_plain", check_mmsg_plain },
+	{ "twice", check_twice },
+	{ "twice_plain", check_twice_plain },
 	{ "keep", check_keep },
 	{ "keep_plain", check_keep_plain },
 	{ "late", check_late },
@@ -405,8 +449,10 @@ int main(int argc, char **argv)
 {
 	t_name = "t_handover";
 	signal(SIGPIPE, SIG_IGN);
-	if (argc == 4)
+	if (argc == 4) {
 		alarm(60);	/* a role: never outlive a hang */
+		g_flags = atoi(argv[3]);
+	}
 	if (argc == 4 && !strcmp(argv[1], "acceptor"))
 		return acceptor(atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "worker"))
