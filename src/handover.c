@@ -32,9 +32,10 @@
  *
  * Not done: adopting the connection in a receiver that runs usmc (it would
  * have to reach our family region and link groups, as exec.c's adoption
- * does; docs/design.md, limits).  A connection whose peer had moved it to
- * TCP with bytes of the peer's still unread in our receive ring cannot
- * hand those over: they stay with us (logged).
+ * does; docs/design.md, limits).  Bytes of the peer's unread in our ring
+ * that the peer cannot send again (it closed, or left shared memory
+ * first) cannot be handed over: the TCP connection is reset (stranded()),
+ * so that nobody reads a clean end of a stream that misses them.
  */
 #include "af_usmc.h"
 #include "cdc.h"
@@ -67,8 +68,49 @@ static void wait_fd(int fd, short events)
 	sys_poll(&p, 1, -1);
 }
 
+/*
+ * Bytes of the peer's in our receive ring that we never read, while the
+ * peer can no longer send them again on TCP: it closed (CLOSED on its
+ * consumer line, or FIN on TCP: all its processes let go), or it left
+ * shared memory first (we follow, MIGRATING).  They cannot reach the
+ * receiver, which must then not see a clean end of a stream short of them.
+ * Likewise a connection reset on shared memory.
+ */
+static bool stranded(struct usmc_sock *sk, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	uint64_t head, prod;
+
+	if (!sk->rx_p || !sk->tx_c || !sk_is_smc_path(sk) || sk_mode(sk) == USMC_MODE_UNDECIDED)
+		return false;
+	/* Reset on shared memory stays reset (TCP under it may end in FIN). */
+	if (sk_flag(sk, SKF_ABORTED) || ((LOAD_ACQUIRE(&sk->rx_p->flags) |
+					  LOAD_ACQUIRE(&sk->tx_c->flags)) & CDC_F_ABORT))
+		return true;
+	if (usmc_rx_view(sk, &head, &prod) && head == prod)
+		return false;
+	return sk_mode(sk) == USMC_MODE_MIGRATING ||
+	       (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_CLOSED) ||
+	       (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
+}
+
+/* Reset the TCP connection under a descriptor that lives on elsewhere
+ * (connect(AF_UNSPEC) disconnects: RST), so every holder reads
+ * ECONNRESET. */
+static void reset_tcp(struct usmc_sock *sk, int fd)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	real.connect(fd, &sa, sizeof(sa));
+	usmc_sock_abort(sk, USMC_A_LOCAL);
+	usmc_log_write("fd %d: handed over with the peer's unread bytes stranded in shared memory: reset",
+		       fd);
+}
+
 static void handover_conn(struct usmc_sock *sk, int fd)
 {
+	bool lost;
+
 	/* A client's wake byte can only go out on a connected socket, and
 	 * the peer counts on it before any TCP byte: settle the connect. */
 	while (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd) == -EINPROGRESS)
@@ -76,11 +118,13 @@ static void handover_conn(struct usmc_sock *sk, int fd)
 	/* A peer that left shared memory first is followed, not left in
 	 * turn: its unread bytes come from us on TCP (migrate.c). */
 	usmc_sock_refresh(sk, fd);
+	lost = stranded(sk, fd);
 	if (sk_is_smc_path(sk))
 		usmc_conn_leave(sk, fd, USMC_R_HANDOVER);
-	if (sk_mode(sk) == USMC_MODE_MIGRATING)
-		usmc_dbg(1, "fd %d: handed over before the peer's ring was read: those bytes stay here",
-			 fd);
+	if (lost || sk_mode(sk) == USMC_MODE_MIGRATING) {
+		reset_tcp(sk, fd);
+		return;
+	}
 	/* The one CLC byte the peer sends ahead of its TCP data (a wake
 	 * byte, or the server's decline byte) must not reach the receiver.
 	 * It is on its way (the flag is set only once it is owed). */

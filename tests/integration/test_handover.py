@@ -253,7 +253,10 @@ def test_c_acceptor_worker(rundir, procs):
     p = procs.run("t_handover-usmc", [T_HANDOVER], rundir.env(USMC_CLI=h.USMC), timeout=180)
     assert p.popen.returncode == 0, p.diag()
     st = rundir.stat()
-    assert st["aborts"] == {}, "connections reset\n" + h.fmt_stat(st)
+    # Only the two "closed" checks may reset (bytes in shared memory whose
+    # sender closed cannot be handed over; never a clean EOF short of them).
+    assert set(st["aborts"]) <= {"local_reset"}, h.fmt_stat(st)
+    assert st["aborts"].get("local_reset", 0) <= 2, h.fmt_stat(st)
     # The two decline checks fail the server's attach on purpose.
     assert st["handshake_errors"] == 2, h.fmt_stat(st)
     fb = _fallback(st)

@@ -30,6 +30,11 @@
  *                  reaches the worker in order
  *   shut           the client wrote its request and shut down its side
  *                  before the hand-over: the worker reads it all, then EOF
+ *   closed         the client wrote its request and closed before the
+ *                  hand-over: the worker reads all of it then EOF (TCP), or
+ *                  ECONNRESET (usmc: bytes still in shared memory whose
+ *                  sender closed cannot be handed over), never a clean EOF
+ *                  short of it (it used to be one)
  *   decline        the acceptor cannot attach the client's link group
  *                  (USMC_FAULT=attach) and declines the proposal it found
  *                  at accept: the client's queued bytes move to TCP, the
@@ -76,6 +81,7 @@ extern char **environ;
 #define H_RELISTEN	0x200	/* the worker listens again, the acceptor accepts */
 #define H_MMSG		0x400	/* pass with sendmmsg(), take with recvmmsg() */
 #define H_TWICE		0x800	/* pass it twice: the worker reads half on each copy */
+#define H_CLOSED	0x1000	/* the client closes after its request, before the hand-over */
 
 static int g_flags;	/* the role's flags */
 
@@ -139,7 +145,7 @@ static int take_fd(int chan, uint32_t *off)
 
 static uint32_t req_len(int flags)
 {
-	return flags & (H_SHUT | H_QUEUED) ? REQ_SHUT : REQ;
+	return flags & (H_SHUT | H_QUEUED | H_CLOSED) ? REQ_SHUT : REQ;
 }
 
 /* Read the request from off to its end, every byte checked. */
@@ -158,6 +164,36 @@ static void recv_req(int fd, uint32_t off, uint32_t len)
 			       off + (uint32_t)bad, (uint8_t)buf[bad], t_pat(PAT_REQ, off + (uint64_t)bad));
 		off += (uint32_t)n;
 	}
+}
+
+#define W_RESET	3	/* worker's exit status: the connection was reset */
+
+/*
+ * The request from off on, every byte checked, up to a clean EOF after all
+ * of it, or a reset: usmc cannot hand over bytes still in shared memory
+ * whose sender has closed, and resets rather than end the stream short.
+ */
+static int recv_req_or_reset(int fd, uint32_t off, uint32_t len)
+{
+	char buf[16384];
+	ssize_t n;
+
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == ECONNRESET)
+			return W_RESET;
+		if (n < 0)
+			t_fail("read: %s", strerror(errno));
+		if (n == 0)
+			break;
+		if (off + (size_t)n > len || t_pat_check(PAT_REQ, off, buf, (size_t)n) >= 0)
+			t_fail("request: wrong bytes at %u..%zu", off, off + (size_t)n);
+		off += (uint32_t)n;
+	}
+	t_assert(off == len, "a clean EOF after %u of %u bytes", off, len);
+	return 0;
 }
 
 /* Role worker: serve the connection the acceptor passes (or one accepted
@@ -192,6 +228,12 @@ static int worker(int chan, int flags)
 		fd = fd2;
 		off = off2;
 	}
+	if (flags & H_CLOSED) {
+		int rc = recv_req_or_reset(fd, off, req_len(flags));
+
+		close(fd);
+		return rc;
+	}
 	recv_req(fd, off, req_len(flags));
 	if (flags & H_SHUT)
 		t_assert(read(fd, &b, 1) == 0, "EOF after the request");
@@ -209,6 +251,12 @@ static int client(uint16_t port, int flags)
 	t_send_pat(fd, PAT_REQ, req_len(flags));
 	if (flags & H_SHUT)
 		t_ok(shutdown(fd, SHUT_WR));
+	if (flags & H_CLOSED) {
+		close(fd);
+		t_sync_post(atoi(getenv("T_READY_FD")));
+		t_sync_wait(atoi(getenv("T_READY_FD")));	/* alive until the worker is done */
+		return 0;
+	}
 	if (getenv("T_READY_FD"))
 		t_sync_post(atoi(getenv("T_READY_FD")));	/* request sent */
 	t_recv_pat(fd, PAT_RESP, RESP);
@@ -276,6 +324,29 @@ static int acceptor(int flags)
 	t_ok(fcntl(sv[1], F_SETFD, 0));
 	wk = start("worker", sv[1], flags, flags & H_PLAIN, NULL);
 	close(sv[1]);
+	if (flags & H_CLOSED) {
+		int rd[2], st;
+
+		t_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rd));
+		cl = start_ready("client", port, flags, false, NULL, rd[1]);
+		close(rd[1]);
+		fd = t_accept(lfd);
+		t_sync_wait(rd[0]);	/* the client wrote its request and closed */
+		t_wait_fd(fd, POLLRDHUP, 10000);
+		pass_fd(sv[0], fd, 0);
+		close(fd);
+		while (waitpid(wk, &st, 0) < 0)
+			t_assert(errno == EINTR, "waitpid");
+		/* TCP delivers it all; usmc may only reset, never cut it short. */
+		t_assert(WIFEXITED(st) && (!WEXITSTATUS(st) || (WEXITSTATUS(st) == W_RESET && t_accel())),
+			 "worker: status %#x", st);
+		t_sync_post(rd[0]);
+		t_wait_child(cl, "client");
+		close(rd[0]);
+		close(lfd);
+		close(sv[0]);
+		return 0;
+	}
 	if (flags & H_QUEUED) {
 		int rd[2];
 
@@ -376,6 +447,8 @@ static void check_late_keep(void) { run(H_LATE | H_KEEP); }
 static void check_in_ring(void) { run(H_RING); }
 static void check_in_ring_plain(void) { run(H_RING | H_PLAIN | H_KEEP); }
 static void check_shut(void) { run(H_SHUT); }
+static void check_closed(void) { run(H_CLOSED); }
+static void check_closed_plain(void) { run(H_CLOSED | H_PLAIN); }
 static void check_decline(void) { run(H_DECLINE); }
 static void check_decline_plain(void) { run(H_DECLINE | H_PLAIN); }
 static void check_listener(void) { run(H_LISTEN); }
@@ -400,6 +473,8 @@ static const struct t_check checks[] = {
 	{ "in_ring", check_in_ring },
 	{ "in_ring_plain", check_in_ring_plain },
 	{ "shut", check_shut },
+	{ "closed", check_closed },
+	{ "closed_plain", check_closed_plain },
 	{ "decline", check_decline },
 	{ "decline_plain", check_decline_plain },
 	{ "listener", check_listener },
