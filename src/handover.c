@@ -121,7 +121,9 @@ static void handover_conn(struct usmc_sock *sk, int fd)
 	lost = stranded(sk, fd);
 	if (sk_is_smc_path(sk))
 		usmc_conn_leave(sk, fd, USMC_R_HANDOVER);
-	if (lost || sk_mode(sk) == USMC_MODE_MIGRATING) {
+	/* SKF_LOST: declined after the client had left with bytes queued in
+	 * shared memory; our reads say ECONNRESET, and so must the receiver's. */
+	if (lost || sk_mode(sk) == USMC_MODE_MIGRATING || sk_flag(sk, SKF_LOST)) {
 		reset_tcp(sk, fd);
 		return;
 	}
