@@ -35,6 +35,11 @@
  *                  ECONNRESET (usmc: bytes still in shared memory whose
  *                  sender closed cannot be handed over), never a clean EOF
  *                  short of it (it used to be one)
+ *   client_side    the acceptor connects to a server (this program, role
+ *                  server, under usmc) and passes its client end to the
+ *                  worker, which sends the request and reads the answer
+ *   client_connecting  the same, passed while its non-blocking connect
+ *                  is in progress (the proposal posted, not yet answered)
  *   decline        the acceptor cannot attach the client's link group
  *                  (USMC_FAULT=attach) and declines the proposal it found
  *                  at accept: the client's queued bytes move to TCP, the
@@ -82,6 +87,8 @@ extern char **environ;
 #define H_MMSG		0x400	/* pass with sendmmsg(), take with recvmmsg() */
 #define H_TWICE		0x800	/* pass it twice: the worker reads half on each copy */
 #define H_CLOSED	0x1000	/* the client closes after its request, before the hand-over */
+#define H_CLIENT	0x2000	/* pass a client's end: the worker talks to a server */
+#define H_CONNECTING	0x4000	/* ... passed while its non-blocking connect is in progress */
 
 static int g_flags;	/* the role's flags */
 
@@ -196,6 +203,34 @@ static int recv_req_or_reset(int fd, uint32_t off, uint32_t len)
 	return 0;
 }
 
+static void talk_client(int fd, int flags)
+{
+	char b;
+
+	t_send_pat(fd, PAT_REQ, req_len(flags));
+	t_recv_pat(fd, PAT_RESP, RESP);
+	t_wait_fd(fd, POLLIN, 10000);	/* non-blocking (client_connecting) */
+	t_assert(read(fd, &b, 1) == 0, "EOF after the answer");
+	close(fd);
+}
+
+/* Role server (for H_CLIENT): its port goes out on T_READY_FD; serves one
+ * connection. */
+static int server(int flags)
+{
+	int ready = atoi(getenv("T_READY_FD")), fd;
+	uint16_t port;
+	int lfd = t_listen(&port);
+
+	t_sync_send(ready, &port, sizeof(port));
+	fd = t_accept(lfd);
+	recv_req(fd, 0, req_len(flags));
+	t_send_pat(fd, PAT_RESP, RESP);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
 /* Role worker: serve the connection the acceptor passes (or one accepted
  * on the listener it passes). */
 static int worker(int chan, int flags)
@@ -204,6 +239,10 @@ static int worker(int chan, int flags)
 	char b;
 	int fd = take_fd(chan, &off);
 
+	if (flags & H_CLIENT) {
+		talk_client(fd, flags);
+		return 0;
+	}
 	if (flags & H_RELISTEN) {
 		t_ok(listen(fd, 16));
 		t_sync_post(chan);
@@ -324,6 +363,29 @@ static int acceptor(int flags)
 	t_ok(fcntl(sv[1], F_SETFD, 0));
 	wk = start("worker", sv[1], flags, flags & H_PLAIN, NULL);
 	close(sv[1]);
+	if (flags & H_CLIENT) {
+		struct sockaddr_in a;
+		int rd[2];
+		pid_t sv_pid;
+
+		t_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rd));
+		sv_pid = start_ready("server", 0, flags, false, NULL, rd[1]);
+		close(rd[1]);
+		if (!t_sync_recv(rd[0], &port, sizeof(port)))
+			t_fail("server did not start");
+		a = t_addr(port);
+		fd = t_ok(socket(AF_INET, SOCK_STREAM | (flags & H_CONNECTING ? SOCK_NONBLOCK : 0), 0));
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno != EINPROGRESS)
+			t_fail("connect: %s", strerror(errno));
+		pass_fd(sv[0], fd, 0);
+		close(fd);
+		t_wait_child(wk, "worker");
+		t_wait_child(sv_pid, "server");
+		close(rd[0]);
+		close(lfd);
+		close(sv[0]);
+		return 0;
+	}
 	if (flags & H_CLOSED) {
 		int rd[2], st;
 
@@ -448,6 +510,10 @@ static void check_in_ring(void) { run(H_RING); }
 static void check_in_ring_plain(void) { run(H_RING | H_PLAIN | H_KEEP); }
 static void check_shut(void) { run(H_SHUT); }
 static void check_closed(void) { run(H_CLOSED); }
+static void check_client_side(void) { run(H_CLIENT); }
+static void check_client_side_plain(void) { run(H_CLIENT | H_PLAIN); }
+static void check_client_connecting(void) { run(H_CLIENT | H_CONNECTING); }
+static void check_client_connecting_plain(void) { run(H_CLIENT | H_CONNECTING | H_PLAIN); }
 static void check_closed_plain(void) { run(H_CLOSED | H_PLAIN); }
 static void check_decline(void) { run(H_DECLINE); }
 static void check_decline_plain(void) { run(H_DECLINE | H_PLAIN); }
@@ -474,6 +540,10 @@ static const struct t_check checks[] = {
 	{ "in_ring_plain", check_in_ring_plain },
 	{ "shut", check_shut },
 	{ "closed", check_closed },
+	{ "client_side", check_client_side },
+	{ "client_side_plain", check_client_side_plain },
+	{ "client_connecting", check_client_connecting },
+	{ "client_connecting_plain", check_client_connecting_plain },
 	{ "closed_plain", check_closed_plain },
 	{ "decline", check_decline },
 	{ "decline_plain", check_decline_plain },
@@ -532,6 +602,8 @@ int main(int argc, char **argv)
 		return acceptor(atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "worker"))
 		return worker(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "server"))
+		return server(atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "client"))
 		return client((uint16_t)atoi(argv[2]), atoi(argv[3]));
 	return run_checks(argc, argv);
