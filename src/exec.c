@@ -18,6 +18,7 @@
  */
 #include "af_usmc.h"
 #include "fdtab.h"
+#include "handover.h"
 #include "log.h"
 #include "real.h"
 #include "rundir.h"
@@ -87,7 +88,7 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 		if (sk->kind == SK_CONN)
 			usmc_conn_leave(sk, fd, USMC_R_EXEC_PLAIN);
 		else if (sk->kind == SK_LISTEN)
-			usmc_listen_unpublish(sk);
+			usmc_handover_listener(sk);
 		return;
 	}
 	if (sk->kind == SK_LISTEN && sk->lst) {

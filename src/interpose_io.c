@@ -12,6 +12,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
+#include "handover.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -325,7 +326,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ENSURE_REAL(recvmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.recvmsg(fd, msg, flags);
+		return usmc_handover_recv(real.recvmsg(fd, msg, flags), msg);
 	r = msg_rx(sk, fd, msg, flags);
 	usmc_sock_put(sk);
 	return ret(r);
@@ -353,6 +354,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmsg);
+	usmc_handover_send(msg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmsg(fd, msg, flags);
@@ -418,7 +420,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 	ENSURE_REAL(recvmmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.recvmmsg(fd, v, n, flags, t);
+		return usmc_handover_recvmm(real.recvmmsg(fd, v, n, flags, t), v);
 	r = sk_is_smc_path(sk) ? mmsg_rx(sk, fd, v, n, flags, t) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.recvmmsg(fd, v, n, flags, t);
@@ -471,6 +473,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmmsg);
+	usmc_handover_sendmm(v, n);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
 		return real.sendmmsg(fd, v, n, flags);

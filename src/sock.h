@@ -54,6 +54,7 @@ enum usmc_sock_kind {
 #define SKF_DECLINED	0x20000	/* client: the server declined; it never uses our slot */
 #define SKF_ASYNC	0x40000	/* O_ASYNC on the open file description (SIGIO: TCP only) */
 #define SKF_BUFLIM	0x80000	/* SO_SNDBUF set: sh->sndbuf limits what we have in flight */
+#define SKF_HANDED	0x100000	/* listener received with SCM_RIGHTS: never published (handover.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */

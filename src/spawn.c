@@ -24,6 +24,7 @@
  */
 #include "af_usmc.h"
 #include "fdtab.h"
+#include "handover.h"
 #include "sock.h"
 
 #include <dlfcn.h>
@@ -163,7 +164,7 @@ static void spawn_leave(int fd)
 	if (sk->kind == SK_CONN)
 		usmc_conn_leave(sk, fd, USMC_R_SPAWN);
 	else if (sk->kind == SK_LISTEN)
-		usmc_listen_unpublish(sk);	/* the child cannot answer proposals */
+		usmc_handover_listener(sk);	/* the child cannot answer proposals */
 	usmc_sock_put(sk);
 }
 

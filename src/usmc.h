@@ -164,6 +164,7 @@ enum usmc_reason {
 	USMC_R_ASYNC_IO,	/* O_ASYNC (SIGIO): moved to TCP first (interpose.c) */
 	USMC_R_SANDBOXED,	/* the process entered a seccomp filter (sandbox.c) */
 	USMC_R_REUSEPORT,	/* the listener's SO_REUSEPORT group has other sockets (reuseport.c) */
+	USMC_R_HANDOVER,	/* passed to another process with SCM_RIGHTS (handover.c) */
 	USMC_R_MAX
 };
 

@@ -42,6 +42,7 @@ static const struct {
 	[USMC_R_SANDBOXED]	= { "sandboxed", "the process entered a seccomp filter" },
 	[USMC_R_REUSEPORT]	= { "reuseport", "the listener shares its port (SO_REUSEPORT) with other "
 				    "sockets: the kernel picks one, usmc cannot know which" },
+	[USMC_R_HANDOVER]	= { "handed_over", "passed to another process (SCM_RIGHTS)" },
 };
 
 const char *usmc_reason_name(int r)

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handover.h - sockets that leave the process in a message (SCM_RIGHTS).
+ *
+ * Called by the sendmsg/sendmmsg wrappers before the message goes out, and
+ * by recvmsg/recvmmsg after one came in, whatever the descriptor is (only
+ * UNIX sockets carry descriptors, and usmc never tracks those).  A message
+ * without ancillary data costs one load and a branch.
+ */
+#ifndef USMC_HANDOVER_H
+#define USMC_HANDOVER_H
+
+#include "usmc.h"
+
+#include <sys/socket.h>
+
+struct usmc_sock;
+
+void usmc_handover_send_slow(const struct msghdr *msg);
+/* A listener goes where nobody answers proposals (SCM_RIGHTS, an exec
+ * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
+ * the proposals of connections still in the accept queue are declined. */
+void usmc_handover_listener(struct usmc_sock *sk);
+
+static inline void usmc_handover_send(const struct msghdr *msg)
+{
+	if (unlikely(msg && msg->msg_controllen))
+		usmc_handover_send_slow(msg);
+}
+
+void usmc_handover_recv_slow(const struct msghdr *msg);
+
+/* After a receive: r, the call's result, is returned as it is (errno
+ * untouched). */
+static inline ssize_t usmc_handover_recv(ssize_t r, const struct msghdr *msg)
+{
+	if (unlikely(r >= 0 && msg && msg->msg_controllen))
+		usmc_handover_recv_slow(msg);
+	return r;
+}
+
+static inline int usmc_handover_recvmm(int r, const struct mmsghdr *v)
+{
+	int i;
+
+	for (i = 0; v && i < r; i++)
+		usmc_handover_recv(0, &v[i].msg_hdr);
+	return r;
+}
+
+static inline void usmc_handover_sendmm(const struct mmsghdr *v, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; v && i < n; i++)
+		usmc_handover_send(&v[i].msg_hdr);
+}
+
+#endif
