@@ -263,16 +263,28 @@ void usmc_stats_after_fork(void)
 	/* Runs single-threaded in the child.  The inherited description (and
 	 * with it the parent's slot lock) must not keep the parent "alive". */
 	pthread_mutex_init(&stats_lock, NULL);
+	struct usmc_stats_file *old = stats_file;
+
 	if (my_slot < 0)
 		return;
 	usmc_ctr = &dummy_ctr;
-	munmap(stats_file, sizeof(*stats_file));
 	usmc_ifd_close(stats_fd);
 	stats_file = NULL;
 	stats_fd = -1;
 	my_slot = -1;
-	if (attach_locked())
+	/* Inherited connections keep their entries (sk->st) in the old
+	 * mapping: the same file stays mapped at the same address. */
+	if (attach_locked()) {
 		usmc_ctr = &dummy_ctr;
+		return;
+	}
+	if (stats_file != old &&
+	    mmap(old, sizeof(*old), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, stats_fd,
+		 0) == old) {
+		munmap(stats_file, sizeof(*stats_file));
+		stats_file = old;
+		usmc_ctr = &old->procs[my_slot].c;
+	}
 }
 
 void usmc_stats_detach(void)

@@ -21,22 +21,38 @@
 
 /* ---- usmc's view of our connections ------------------------------------ */
 
-/* The fallback reason of one of our connections as `usmc stat` lists it. */
-static const char *fd_reason(int fd, char *out, size_t len)
+/*
+ * The mode and fallback reason of one of our connections as `usmc stat`
+ * lists it, found by its local address: an entry with the same pid and
+ * descriptor number can be left from a connection this process handed to
+ * a forked child (it stays until the process exits).
+ */
+static void fd_state(int fd, char *mode, char *reason, size_t len)
 {
-	char *j = t_stats_json(), pat[64];
+	char *j = t_stats_json(), pat[96];
 	const char *p, *m, *end;
 
-	out[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d,", (int)getpid(), fd);
-	p = strstr(j, pat);
-	end = p ? strchr(p, '}') : NULL;
-	if (p && (m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
-		m += strlen("\"reason\": \"");
-		snprintf(out, len, "%.*s", (int)strcspn(m, "\""), m);
+	mode[0] = reason[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d, ", (int)getpid(), fd);
+	for (p = strstr(j, pat); p; p = strstr(p + 1, pat)) {
+		char local[48];
+
+		end = strchr(p, '}');
+		snprintf(local, sizeof(local), "\"local\": \"127.0.0.1:%u\"", t_sock_port(fd, false));
+		m = strstr(p, local);
+		if (!m || (end && m > end))
+			continue;
+		if ((m = strstr(p, "\"mode\": \"")) && (!end || m < end)) {
+			m += strlen("\"mode\": \"");
+			snprintf(mode, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+		if ((m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
+			m += strlen("\"reason\": \"");
+			snprintf(reason, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+		break;
 	}
 	free(j);
-	return out;
 }
 
 /* Accelerated: fd is on TCP now, for reason why. */
@@ -47,11 +63,15 @@ static void expect_moved_at(int line, int fd, const char *why)
 
 	if (!t_accel())
 		return;
-	t_fd_mode(fd, m, sizeof(m));
-	fd_reason(fd, r, sizeof(r));
-	if (strcmp(m, "TCP") || strcmp(r, why))
+	fd_state(fd, m, r, sizeof(m));
+	if (strcmp(m, "TCP") || strcmp(r, why)) {
+		char *j = t_stats_json();
+		const char *conns = strstr(j, "\"connections\"");
+
+		fprintf(stderr, "%s[%d]: usmc stat: %s\n", t_name, (int)getpid(), conns ? conns : j);
 		t_fail_at(__FILE__, line, "fd %d: mode %s reason \"%s\", expected TCP (%s)", fd, m,
 			  r, why);
+	}
 }
 
 static long long fallbacks(const char *why)
