@@ -331,10 +331,12 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->role = 'C';
 	usmc_stats_attach();
 
-	/* SIGIO is raised for TCP data only (interpose.c). */
-	reason = sk_flag(sk, SKF_ASYNC) ? USMC_R_ASYNC_IO : usmc_conn_resources(sk, fd);
+	reason = usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln);
+	/* SIGIO is raised for TCP data only (interpose.c). */
+	if (!reason && sk_flag(sk, SKF_ASYNC))
+		reason = USMC_R_ASYNC_IO;
 	if (!reason)
 		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
 	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen, true))) {

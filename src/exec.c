@@ -205,7 +205,8 @@ static void exec_real_init(void)
 		real_fexecve = dlsym(RTLD_NEXT, "fexecve");
 }
 
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+/* The exported exec* call these, never each other (interpose_io.c). */
+static int exec_ve(const char *path, char *const argv[], char *const envp[])
 {
 	struct exec_ctx c;
 	char **env;
@@ -219,7 +220,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	return -1;
 }
 
-EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+static int exec_vpe(const char *file, char *const argv[], char *const envp[])
 {
 	struct exec_ctx c;
 	char **env;
@@ -231,6 +232,16 @@ EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	real_execvpe(file, argv, env);
 	exec_undo(&c, env);
 	return -1;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return exec_ve(path, argv, envp);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	return exec_vpe(file, argv, envp);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
@@ -263,24 +274,24 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
  */
 EXPORT pid_t vfork(void)
 {
-	return fork();
+	return usmc_fork();
 }
 
 pid_t __vfork(void);
 
 EXPORT pid_t __vfork(void)
 {
-	return fork();
+	return usmc_fork();
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
-	return execve(path, argv, environ);
+	return exec_ve(path, argv, environ);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
-	return execvpe(file, argv, environ);
+	return exec_vpe(file, argv, environ);
 }
 
 /* execl family: gather the variadic arguments, then the vector form. */
@@ -322,7 +333,7 @@ EXPORT int execl(const char *path, const char *arg, ...)
 		errno = ENOMEM;
 		return -1;
 	}
-	execve(path, v, environ);
+	exec_ve(path, v, environ);
 	free(v);
 	return -1;
 }
@@ -339,7 +350,7 @@ EXPORT int execlp(const char *file, const char *arg, ...)
 		errno = ENOMEM;
 		return -1;
 	}
-	execvpe(file, v, environ);
+	exec_vpe(file, v, environ);
 	free(v);
 	return -1;
 }
@@ -356,7 +367,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 		errno = ENOMEM;
 		return -1;
 	}
-	execve(path, v, envp);
+	exec_ve(path, v, envp);
 	free(v);
 	return -1;
 }

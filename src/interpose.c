@@ -630,7 +630,7 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 static pid_t (*real_fork)(void);
 
-EXPORT pid_t fork(void)
+pid_t usmc_fork(void)
 {
 	pid_t pid;
 
@@ -641,6 +641,11 @@ EXPORT pid_t fork(void)
 	if (pid != 0)
 		usmc_fd_fork_parent(pid < 0);
 	return pid;
+}
+
+EXPORT pid_t fork(void)
+{
+	return usmc_fork();
 }
 
 static void atfork_child(void)

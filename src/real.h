@@ -65,5 +65,7 @@ struct usmc_real {
 
 extern struct usmc_real real;
 void usmc_real_init(void);
+/* fork() as libusmc's wrapper runs it (interpose.c), for vfork (exec.c). */
+pid_t usmc_fork(void);
 
 #endif

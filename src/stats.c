@@ -263,6 +263,8 @@ void usmc_stats_after_fork(void)
 {
 	/* Runs single-threaded in the child.  The inherited description (and
 	 * with it the parent's slot lock) must not keep the parent "alive". */
+	struct usmc_stats_file *old = stats_file;
+
 	pthread_mutex_init(&stats_lock, NULL);
 	if (my_slot < 0)
 		return;
@@ -273,13 +275,23 @@ void usmc_stats_after_fork(void)
 		my_slot = -1;
 		return;
 	}
-	munmap(stats_file, sizeof(*stats_file));
 	usmc_ifd_close(stats_fd);
 	stats_file = NULL;
 	stats_fd = -1;
 	my_slot = -1;
-	if (attach_locked())
+	/* Inherited connections keep their entries (sk->st) in the old
+	 * mapping: the same file stays mapped at the same address. */
+	if (attach_locked()) {
 		usmc_ctr = &dummy_ctr;
+		return;
+	}
+	if (stats_file != old &&
+	    mmap(old, sizeof(*old), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, stats_fd,
+		 0) == old) {
+		munmap(stats_file, sizeof(*stats_file));
+		stats_file = old;
+		usmc_ctr = &old->procs[my_slot].c;
+	}
 }
 
 void usmc_stats_detach(void)

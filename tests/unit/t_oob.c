@@ -21,22 +21,38 @@
 
 /* ---- usmc's view of our connections ------------------------------------ */
 
-/* The fallback reason of one of our connections as `usmc stat` lists it. */
-static const char *fd_reason(int fd, char *out, size_t len)
+/*
+ * The mode and fallback reason of one of our connections as `usmc stat`
+ * lists it, found by its local address: an entry with the same pid and
+ * descriptor number can be left from a connection this process handed to
+ * a forked child (it stays until the process exits).
+ */
+static void fd_state(int fd, char *mode, char *reason, size_t len)
 {
-	char *j = t_stats_json(), pat[64];
+	char *j = t_stats_json(), pat[96];
 	const char *p, *m, *end;
 
-	out[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d,", (int)getpid(), fd);
-	p = strstr(j, pat);
-	end = p ? strchr(p, '}') : NULL;
-	if (p && (m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
-		m += strlen("\"reason\": \"");
-		snprintf(out, len, "%.*s", (int)strcspn(m, "\""), m);
+	mode[0] = reason[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d, ", (int)getpid(), fd);
+	for (p = strstr(j, pat); p; p = strstr(p + 1, pat)) {
+		char local[48];
+
+		end = strchr(p, '}');
+		snprintf(local, sizeof(local), "\"local\": \"127.0.0.1:%u\"", t_sock_port(fd, false));
+		m = strstr(p, local);
+		if (!m || (end && m > end))
+			continue;
+		if ((m = strstr(p, "\"mode\": \"")) && (!end || m < end)) {
+			m += strlen("\"mode\": \"");
+			snprintf(mode, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+		if ((m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
+			m += strlen("\"reason\": \"");
+			snprintf(reason, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+		break;
 	}
 	free(j);
-	return out;
 }
 
 /* Accelerated: fd is on TCP now, for reason why. */
@@ -47,11 +63,15 @@ static void expect_moved_at(int line, int fd, const char *why)
 
 	if (!t_accel())
 		return;
-	t_fd_mode(fd, m, sizeof(m));
-	fd_reason(fd, r, sizeof(r));
-	if (strcmp(m, "TCP") || strcmp(r, why))
+	fd_state(fd, m, r, sizeof(m));
+	if (strcmp(m, "TCP") || strcmp(r, why)) {
+		char *j = t_stats_json();
+		const char *conns = strstr(j, "\"connections\"");
+
+		fprintf(stderr, "%s[%d]: usmc stat: %s\n", t_name, (int)getpid(), conns ? conns : j);
 		t_fail_at(__FILE__, line, "fd %d: mode %s reason \"%s\", expected TCP (%s)", fd, m,
 			  r, why);
+	}
 }
 
 static long long fallbacks(const char *why)
@@ -328,6 +348,7 @@ static void sc_midsend(void)
 		rc = (int)read(c, &u, 1);
 		fprintf(f, "sender: then %d\n", rc);
 		fclose(f);
+		close(c);	/* the last reference: its `usmc stat` entry goes */
 		_exit(0);
 	}
 	close(lp[1]);
@@ -384,6 +405,64 @@ static void sc_midsend(void)
 	free(log);
 }
 
+/*
+ * The peer is blocked in recv() when the sender sends urgent data: it
+ * wakes with the bytes before the mark, then finds the urgent byte.
+ */
+static void sc_midrecv(void)
+{
+	int c, s, lp[2], st;
+	char log[512];
+	ssize_t n;
+	pid_t pid;
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(lp));
+	pid = t_fork_helper();
+	if (pid == 0) {
+		char all[64], u = 0;
+		size_t len = 0;
+		int i;
+
+		close(lp[0]);
+		close(c);
+		n = recv(s, all, 3, MSG_WAITALL);	/* asleep until the bytes come */
+		len = n > 0 ? (size_t)n : 0;
+		{
+			struct pollfd p = { .fd = s, .events = POLLPRI };
+
+			t_assert(poll(&p, 1, 5000) == 1);
+		}
+		for (i = 0; i < 64 && !atmark(s) && len < sizeof(all); i++) {
+			n = recv(s, all + len, sizeof(all) - len, MSG_DONTWAIT);
+			if (n <= 0)
+				break;
+			len += (size_t)n;
+		}
+		n = recv(s, &u, 1, MSG_OOB);
+		snprintf(log, sizeof(log), "receiver: \"%.*s\" before the mark, at mark %d, "
+			 "urgent %zd '%c'\n", (int)len, all, atmark(s), n, n == 1 ? u : '-');
+		t_ok(write(lp[1], log, strlen(log)));
+		t_write_all(s, "k", 1);
+		close(s);
+		_exit(0);
+	}
+	close(lp[1]);
+	t_msleep(50);	/* the receiver most likely asleep in recv: either way the same */
+	t_write_all(c, "xyz", 3);
+	obs_rc("sender: send ab! MSG_OOB", send(c, "ab!", 3, MSG_OOB));
+	expect_moved(c, "oob");
+	obs_read(c, 1, "sender");
+	n = read(lp[0], log, sizeof(log) - 1);
+	log[n > 0 ? n : 0] = '\0';
+	t_ok(waitpid(pid, &st, 0));
+	t_assert(WIFEXITED(st) && !WEXITSTATUS(st));
+	OBS("%s", log);
+	close(lp[0]);
+	close(c);
+	close(s);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "oob", sc_oob },
 	{ "oobinline", sc_oobinline },
@@ -391,6 +470,7 @@ static const struct t_scenario scenarios[] = {
 	{ "setsig", sc_setsig },
 	{ "async_connect", sc_async_connect },
 	{ "midsend", sc_midsend },
+	{ "midrecv", sc_midrecv },
 };
 
 int main(int argc, char **argv)

@@ -68,6 +68,28 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 	return HOOK_NEXT(poll)(fds, n, timeout);
 }
 
+/* Written to by the execve and fork stand-ins when usmc's exec or vfork
+ * reach them (they must not): the exec'd child's memory is gone. */
+static int hook_pipe = -1;
+static volatile int fork_hooked;
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	if (hook_raw && hook_pipe >= 0) {
+		if (write(hook_pipe, "E", 1) != 1)
+			_exit(3);
+		return (int)syscall(SYS_execve, path, argv, envp);
+	}
+	return HOOK_NEXT(execve)(path, argv, envp);
+}
+
+pid_t fork(void)
+{
+	if (hook_raw)
+		fork_hooked = 1;
+	return HOOK_NEXT(fork)();
+}
+
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
@@ -290,7 +312,59 @@ static void sc_chk(void)
 	t_read_all(s, &b, 1);
 
 	T_OBS("the other library's definitions were called: %d times\n", hook_calls);
+	t_assert(!t_usmc_loaded() || !hook_calls, "a fortified call went through the PLT");
 	end_pair(c, s);
+}
+
+/* execv, execl and vfork reach usmc's own exec and fork, not these. */
+static void sc_exec_fork(void)
+{
+	static const char *const how[] = { "execv", "execl", "execle" };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_LEN(how); i++) {
+		char *const argv[] = { (char *)"true", NULL };
+		char *const envp[] = { NULL };
+		int lp[2], st;
+		char b = 0;
+		pid_t pid;
+
+		t_ok(pipe(lp));
+		pid = t_fork_helper();
+		if (pid == 0) {
+			close(lp[0]);
+			hook_pipe = lp[1];
+			hook_raw = 1;
+			if (i == 0)
+				execv("/bin/true", argv);
+			else if (i == 1)
+				execl("/bin/true", "true", (char *)NULL);
+			else
+				execle("/bin/true", "true", (char *)NULL, envp);
+			_exit(2);
+		}
+		close(lp[1]);
+		T_OBS("%s: reached the other execve: %d", how[i], read(lp[0], &b, 1) == 1);
+		t_assert(!t_usmc_loaded() || b != 'E', "usmc's %s called execve through the PLT", how[i]);
+		close(lp[0]);
+		t_ok(waitpid(pid, &st, 0));
+		T_OBS(", exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	{
+		pid_t pid;
+		int st;
+
+		fork_hooked = 0;
+		hook_raw = 1;
+		pid = vfork();
+		if (pid == 0)
+			_exit(0);
+		hook_raw = 0;
+		t_ok(pid);
+		t_ok(waitpid(pid, &st, 0));
+		T_OBS("vfork: reached the other fork: %d\n", fork_hooked);
+		t_assert(!t_usmc_loaded() || !fork_hooked, "usmc's vfork called fork through the PLT");
+	}
 }
 
 static const struct t_scenario scenarios[] = {
@@ -300,6 +374,7 @@ static const struct t_scenario scenarios[] = {
 	{ "mmsg_eof", sc_mmsg_eof },
 	{ "sendmmsg", sc_sendmmsg },
 	{ "chk", sc_chk },
+	{ "exec_fork", sc_exec_fork },
 };
 
 int main(int argc, char **argv)
