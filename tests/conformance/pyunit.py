@@ -1,12 +1,15 @@
 """Run unittest test modules and write each test's outcome as JSON.
 
-    pyunit.py OUT.json MODULE_OR_TEST_ID...
+    pyunit.py OUT.jsonl [--exclude SUBSTRING]... MODULE_OR_TEST_ID...
 
 Used by the differential conformance runner (suites.py) for test suites
 built on unittest: CPython's own (test.test_asyncio, test.test_socketserver,
 ...) and Tornado's.  The outcome of every test, keyed by its id, is one of
-ok, fail, error, skip, xfail, xpass.  Output of the tests goes to stderr as
-usual; the exit status is 0 whatever the tests did (the runner compares
+ok, fail, error, skip, xfail, xpass, written as one JSON line per test as
+soon as it ends (a run that dies keeps what it had).  Tests whose id
+contains an --exclude substring are not run (tests that cannot work on this
+machine and hang, in both runs alike).  Output of the tests goes to stderr
+as usual; the exit status is 0 whatever the tests did (the runner compares
 outcomes, it does not judge them).
 """
 import json
@@ -28,6 +31,8 @@ def _alarm(sig, frame):
 
 
 class Recorder(unittest.TextTestResult):
+    sink = None
+
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.outcomes = {}
@@ -39,6 +44,10 @@ class Recorder(unittest.TextTestResult):
     def stopTest(self, test):
         signal.alarm(0)
         super().stopTest(test)
+        tid = test.id() if hasattr(test, "id") else str(test)
+        if tid in self.outcomes and self.sink:
+            self.sink.write(json.dumps([tid, self.outcomes[tid]]) + "\n")
+            self.sink.flush()
 
     def _set(self, test, what):
         # A failure in tearDown after a success overrides the success.
@@ -77,8 +86,24 @@ class Recorder(unittest.TextTestResult):
             self.outcomes[test.id()] = "fail"
 
 
+def _filtered(suite, exclude):
+    out = unittest.TestSuite()
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            out.addTest(_filtered(t, exclude))
+        elif not any(x in t.id() for x in exclude):
+            out.addTest(t)
+    return out
+
+
 def main():
-    out, names = sys.argv[1], sys.argv[2:]
+    args, exclude, names = sys.argv[2:], [], []
+    while args:
+        a = args.pop(0)
+        if a == "--exclude":
+            exclude.append(args.pop(0))
+        else:
+            names.append(a)
     signal.signal(signal.SIGALRM, _alarm)
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
@@ -89,10 +114,10 @@ def main():
             print("cannot load %s: %r" % (name, e), file=sys.stderr)
             suite.addTest(unittest.FunctionTestCase(lambda e=e: (_ for _ in ()).throw(e),
                                                     description=name))
-    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=Recorder)
-    result = runner.run(suite)
-    with open(out, "w") as f:
-        json.dump(result.outcomes, f, indent=0, sort_keys=True)
+    with open(sys.argv[1], "w") as sink:
+        Recorder.sink = sink
+        runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=Recorder)
+        runner.run(_filtered(suite, exclude))
 
 
 if __name__ == "__main__":

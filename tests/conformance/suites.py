@@ -44,7 +44,7 @@ class Suite:
     full: list
     quick: list
     timeout: int = 900  # one whole run, seconds
-    note: str = ""
+    exclude: list = field(default_factory=list)  # test ids containing these are not run
 
 
 def _tornado_modules():
@@ -64,7 +64,9 @@ SUITES = {
               "test.test_httpservers", "test.test_httplib", "test.test_socket",
               "test.test_ftplib", "test.test_urllib2_localnet", "test.test_xmlrpc"],
         quick=["test.test_socketserver", "test.test_asyncio.test_streams",
-               "test.test_asyncio.test_sock_lowlevel", "test.test_httpservers"]),
+               "test.test_asyncio.test_sock_lowlevel", "test.test_httpservers"],
+        # AF_VSOCK: no vsock transport here; the test waits in accept() forever.
+        exclude=["VSOCK"]),
     "tornado": Suite(
         "tornado", "Tornado 6.2's own test suite (Debian python3-tornado)", "pyunit",
         full=[],  # filled from tornado.test.runtests.TEST_MODULES when run
@@ -123,7 +125,8 @@ def _env(rundir):
 
 def _command(suite, names, out):
     if suite.kind == "pyunit":
-        return [PY, str(HERE / "pyunit.py"), out, *names]
+        ex = [a for x in suite.exclude for a in ("--exclude", x)]
+        return [PY, str(HERE / "pyunit.py"), out, *ex, *names]
     return [PY, "-m", "twisted.trial", "--reporter=bwverbose", "--temp-directory",
             out + ".trial", *names]
 
@@ -134,7 +137,7 @@ def run_once(suite, names, mode, timeout=None, workdir=None):
     work = Path(workdir or tempfile.mkdtemp(prefix="usmc-conf-"))
     work.mkdir(parents=True, exist_ok=True)
     rundir = tempfile.mkdtemp(prefix="usmc-conf-", dir="/dev/shm")
-    out = str(work / ("%s-%s.json" % (suite.name, mode)))
+    out = str(work / ("%s-%s.jsonl" % (suite.name, mode)))
     logpath = work / ("%s-%s.log" % (suite.name, mode))
     cmd = _command(suite, names, out)
     if mode == "usmc":
@@ -159,10 +162,16 @@ def run_once(suite, names, mode, timeout=None, workdir=None):
         secs = time.monotonic() - t0
         text = logpath.read_text(errors="replace")
         if suite.kind == "pyunit":
+            outcomes = {}
             try:
-                outcomes = json.loads(Path(out).read_text())
-            except (OSError, ValueError):
-                outcomes = {}
+                for line in Path(out).read_text().splitlines():
+                    try:
+                        tid, what = json.loads(line)
+                    except ValueError:
+                        continue  # the last line of a run that died
+                    outcomes[tid] = what
+            except OSError:
+                pass
         else:
             outcomes = {m.group(1): _TRIAL_MAP[m.group(2)] for m in _TRIAL_LINE.finditer(text)}
         stat = {}
