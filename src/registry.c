@@ -389,7 +389,8 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	return 0;
 }
 
-int usmc_registry_gc(void)
+/* Drop dead records (port < 0: on every port); returns how many. */
+static int registry_gc(int port)
 {
 	char name[32];
 	int i, n = 0;
@@ -397,10 +398,13 @@ int usmc_registry_gc(void)
 	if (usmc_registry_attach())
 		return 0;
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		const struct usmc_reg_listener *l = &reg_get()->l[i];
 		struct usmc_reg_listener copy;
 		int fd;
 
-		if (!usmc_registry_listener_read(&reg_get()->l[i], &copy))
+		if (port >= 0 && l->addr.port != port)
+			continue;
+		if (!usmc_registry_listener_read(l, &copy))
 			continue;
 		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
 		fd = usmc_rundir_open(name, O_RDONLY, 0);
@@ -417,4 +421,16 @@ int usmc_registry_gc(void)
 		n++;
 	}
 	return n;
+}
+
+int usmc_registry_gc(void)
+{
+	return registry_gc(-1);
+}
+
+int usmc_registry_gc_port(uint16_t port)
+{
+	struct usmc_registry *r = reg_get();
+
+	return r && LOAD_RELAXED(&r->portcnt[port]) ? registry_gc(port) : 0;
 }
