@@ -398,13 +398,12 @@ static int registry_gc(int port)
 	if (usmc_registry_attach())
 		return 0;
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
-		const struct usmc_reg_listener *l = &reg_get()->l[i];
 		struct usmc_reg_listener copy;
 		int fd;
 
-		if (port >= 0 && l->addr.port != port)
+		if (!usmc_registry_listener_read(&reg_get()->l[i], &copy))
 			continue;
-		if (!usmc_registry_listener_read(l, &copy))
+		if (port >= 0 && copy.addr.port != port)
 			continue;
 		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
 		fd = usmc_rundir_open(name, O_RDONLY, 0);
