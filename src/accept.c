@@ -270,8 +270,14 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	}
 	server_settle(sk, fd, reason, &prop, true);
 	if (sk->st) {
-		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
+		/* Listed at accept() with no link group yet: now it has one. */
+		if (sk->lgr) {
+			sk->st->lgr_id = sk->lgr->id;
+			sk->st->slot = sk->slot;
+			sk->st->ring_size = sk->size;
+		}
 		sk->st->local = sk->local;
+		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
 	}
 out:
 	pthread_mutex_unlock(&sk->lock);
