@@ -217,6 +217,9 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	if (flags & SOCK_NONBLOCK)
 		sk_set_flag(sk, SKF_NONBLOCK);
 	usmc_sock_buf_inherit(sk, lsk);
+	/* The kernel copies SO_LINGER to the sockets a listener accepts. */
+	if (sk_flag(lsk, SKF_LINGER0))
+		sk_set_flag(sk, SKF_LINGER0);
 
 	if (!lsk->lst) {
 		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
