@@ -217,6 +217,9 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	if (flags & SOCK_NONBLOCK)
 		sk_set_flag(sk, SKF_NONBLOCK);
 	usmc_sock_buf_inherit(sk, lsk);
+	/* The kernel copies SO_LINGER to the sockets a listener accepts. */
+	if (sk_flag(lsk, SKF_LINGER0))
+		sk_set_flag(sk, SKF_LINGER0);
 
 	if (!lsk->lst) {
 		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
@@ -271,8 +274,14 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	}
 	server_settle(sk, fd, reason, &prop, true);
 	if (sk->st) {
-		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
+		/* Listed at accept() with no link group yet: now it has one. */
+		if (sk->lgr) {
+			sk->st->lgr_id = sk->lgr->id;
+			sk->st->slot = sk->slot;
+			sk->st->ring_size = sk->size;
+		}
 		sk->st->local = sk->local;
+		STORE_RELAXED(&sk->st->mode, (uint8_t)sk_mode(sk));
 	}
 out:
 	pthread_mutex_unlock(&sk->lock);

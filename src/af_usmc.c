@@ -503,6 +503,12 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 			rec.flags |= USMC_REG_F_V6ONLY;
 	}
 	usmc_registry_publish_addrs(true);
+	/* A listener on this port that died without closing (killed) left
+	 * its record behind; beside ours it would make every client's match
+	 * ambiguous (uncertain_route).  A server restarted on the same
+	 * address, or a child that listens again on the socket its dead
+	 * predecessor served (Varnish's cache child), finds it here. */
+	usmc_registry_gc_port(sk->bound.port);
 	sk->reg_idx = usmc_registry_add(&rec);
 	if (sk->reg_idx < 0) {
 		usmc_dbg(1, "listen %s: registry full", usmc_addr_str(&sk->bound, a, sizeof(a)));

@@ -396,7 +396,8 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	return 0;
 }
 
-int usmc_registry_gc(void)
+/* Drop dead records (port < 0: on every port); returns how many. */
+static int registry_gc(int port)
 {
 	char name[32];
 	int i, n = 0;
@@ -408,6 +409,8 @@ int usmc_registry_gc(void)
 		int fd;
 
 		if (!usmc_registry_listener_read(&reg_get()->l[i], &copy))
+			continue;
+		if (port >= 0 && copy.addr.port != port)
 			continue;
 		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
 		fd = usmc_rundir_open(name, O_RDONLY, 0);
@@ -424,4 +427,16 @@ int usmc_registry_gc(void)
 		n++;
 	}
 	return n;
+}
+
+int usmc_registry_gc(void)
+{
+	return registry_gc(-1);
+}
+
+int usmc_registry_gc_port(uint16_t port)
+{
+	struct usmc_registry *r = reg_get();
+
+	return r && LOAD_RELAXED(&r->portcnt[port]) ? registry_gc(port) : 0;
 }

@@ -88,5 +88,7 @@ bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_
 
 /* Drop records whose listener index is gone or unlocked; returns count. */
 int usmc_registry_gc(void);
+/* The same for the records of one port (none while not attached). */
+int usmc_registry_gc_port(uint16_t port);
 
 #endif

@@ -75,3 +75,53 @@ def test_wake_byte_only_for_a_waiting_server(rundir, procs, tmp_path, order):
     h.assert_accelerated(st, clients=1, diag=client.diag() + server.diag())
     assert st["wake_bytes"] == (1 if order == "accept-first" else 0), h.fmt_stat(st)
     server.stop()
+
+
+# Echo one message, then hold the connection open until a stop file exists.
+HOLD_ECHO = """
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+c, _ = s.accept()
+c.settimeout(20)
+c.sendall(c.recv(100))
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+"""
+
+PING_HOLD = """
+import os, socket, sys, time
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.settimeout(20)
+c.sendall(b"ping")
+print("got", c.recv(100).decode(), flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_accept_first_listed_with_its_link_group(rundir, procs, tmp_path):
+    """A connection the server accepted before the proposal (undecided,
+    then shared memory) is listed by `usmc stat` like any other: both ends
+    with the client's link group, the same slot and the ring size (the
+    server's entry said link group 0, slot 0, 0-byte rings before)."""
+    stop = tmp_path / "stop"
+    server, port = h.start_server(procs, "hold-echo",
+                                  lambda p: [h.PY, "-c", HOLD_ECHO, p, stop],
+                                  rundir.env(debug=True))
+    client = procs.start("ping", [h.PY, "-c", PING_HOLD, port, stop],
+                         rundir.env(debug=True, USMC_FAULT="late"))
+    h.wait_line(client, "got ping")
+    st = rundir.settle(lambda s: len([c for c in s["connections"] if c["mode"] == "SMCD"]) == 2)
+    stop.write_text("")
+    conns = {c["role"]: c for c in st["connections"]}
+    assert set(conns) == {"client", "server"}, st["connections"]
+    c, s = conns["client"], conns["server"]
+    assert st["wake_bytes"] == 1, h.fmt_stat(st)   # the server accepted first
+    assert c["mode"] == s["mode"] == "SMCD", st["connections"]
+    assert c["lgr"] == s["lgr"] != "0000000000000000", st["connections"]
+    assert c["slot"] == s["slot"] and c["dmb_size"] == s["dmb_size"] > 0, st["connections"]
+    assert client.wait(30) == 0, client.diag()

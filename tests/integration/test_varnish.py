@@ -10,7 +10,11 @@ the pattern that delivered usmc's internal epoll tags to varnish
 (`magic == 0x1743992d` assertion in its waiter) before.
 """
 import hashlib
+import os
+import re
 import shutil
+import signal
+import time
 
 import pytest
 
@@ -85,3 +89,67 @@ def test_varnish_wrk_and_curl(rundir, procs, tmp_path, site, usmc):
         # backend connection from varnish to nginx.
         st = rundir.settle(h.accel_pred(22))
         h.assert_accelerated(st, min_clients=22, diag=varnish.diag() + nginx.diag())
+
+
+def wait_children(proc, n, usmc, vport, timeout=60.0):
+    """Wait until varnish's manager has started its n-th cache child and
+    (under usmc) that child registered the listener again."""
+    pat = re.compile(r"Child \((\d+)\) said usmc\[\d+\]: listen 127\.0\.0\.1:%d: registered"
+                     % vport if usmc else r"Child \((\d+)\) Started")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = pat.findall(proc.stderr().decode(errors="replace") + proc.text())
+        # Plain: the manager may open the socket again before the child
+        # starts; the child is ready once the port listens.
+        if len(set(found)) >= n and (usmc or h._listen_inodes(proc.pid, vport)):
+            return found[-1]
+        assert proc.alive(), proc.diag()
+        time.sleep(0.05)
+    raise AssertionError("no cache child #%d\n%s" % (n, proc.diag()))
+
+
+@pytest.mark.timeout(240, method="signal")
+@pytest.mark.parametrize("usmc", [False, True], ids=["plain", "usmc"])
+def test_varnish_child_restart(rundir, procs, tmp_path, site, usmc):
+    """The cache child dies without a word (SIGKILL, as after a panic); the
+    manager starts a new one, which calls listen() again on the socket the
+    manager bound.  Connections to the new child are byte-exact and, under
+    usmc, on shared memory: the dead child's listener record must not make
+    clients' discovery ambiguous (before: every later client stayed on TCP,
+    uncertain_route / peer_not_usmc).  No `usmc stat` runs between the kill
+    and the end: its garbage collection would remove the dead record and
+    hide the defect; the counters are compared with a snapshot taken
+    before the kill."""
+    nginx, nport = start_nginx(procs, rundir, tmp_path, site["dir"], "on", usmc=usmc)
+    varnish, vport = start_varnish(procs, rundir, tmp_path, nport, usmc=usmc)
+    url = "http://127.0.0.1:%d/" % vport
+    first = wait_children(varnish, 1, usmc, vport)
+    out = tmp_path / "before.out"
+    curl(procs, rundir, ["-o", out, url + "index.html"], usmc=usmc, name="curl-before")
+    assert out.read_bytes() == site["index"]
+    before = rundir.stat() if usmc else None
+
+    os.kill(int(first), signal.SIGKILL)
+    second = wait_children(varnish, 2, usmc, vport)
+    assert second != first
+
+    for i, name in enumerate(["index.html", "big.bin", "index.html"]):
+        out = tmp_path / ("after%d.out" % i)
+        curl(procs, rundir, ["-o", out, url + name], usmc=usmc, name="curl-after%d" % i)
+        if name == "big.bin":
+            assert sha256_file(out) == site["big_sha"]
+        else:
+            assert out.read_bytes() == site["index"]
+    assert varnish.alive(), varnish.diag()
+    if usmc:
+        # Three curls towards the new child and at least one backend
+        # connection from it, all on shared memory; nothing new on TCP.
+        st = rundir.settle(lambda s: s["smc_client"] - before["smc_client"] >= 4 and
+                           s["smc_server"] - before["smc_server"] >= 4)
+        diag = "\nbefore: " + h.fmt_stat(before) + "\nafter: " + h.fmt_stat(st) + "\n" + \
+            varnish.diag()
+        assert st["tcp_fallback"] == before["tcp_fallback"], "new TCP fallbacks" + diag
+        assert st["tcp_conns"] == before["tcp_conns"], diag
+        assert st["handshake_errors"] == before["handshake_errors"], diag
+        assert st["smc_client"] - before["smc_client"] >= 4, diag
+        assert st["smc_server"] - before["smc_server"] >= 4, diag
