@@ -187,14 +187,15 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 }
 
 /* Every due record not on a ready list yet, in registration order: they
- * turned ready while nobody could tell in which order.  Caller holds
- * ep_lock. */
+ * turned ready while nobody could tell in which order.  Not an armed one:
+ * its news rang its doorbell, which the kernel reports in order (in this
+ * call, or the next if this one had no room).  Caller holds ep_lock. */
 static void push_due(struct usmc_ep *ep)
 {
 	struct usmc_epreg *r;
 
 	for (r = ep->regs; r; r = r->ep_next)
-		if (r->translated && !r->disabled && !r->on_ready && reg_due(r))
+		if (r->translated && !r->disabled && !r->on_ready && !r->armed && reg_due(r))
 			ep_ready_push(r);
 }
 
@@ -569,6 +570,38 @@ static int kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int 
 }
 
 /*
+ * The same for a wait into the program's own array, made while the
+ * instance had no records (nothing of ours to order against): ours are
+ * taken out in place, records they name (added meanwhile) reported after.
+ */
+static int kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
+				 uint64_t *slept_ns)
+{
+	int i, m = 0;
+
+	for (i = 0; i < k; i++) {
+		struct epoll_event e = ev[i];
+		unsigned int tag = 0;
+		struct usmc_epreg *r;
+
+		if (!ep_data_ours(e.data.u64)) {
+			ev[m++] = e;
+			continue;
+		}
+		r = ep_reg_from_data(e.data.u64, ep, &tag);
+		if (r && tag == EP_TAG_UND) {
+			if (undecided_event(r, e.events)) {
+				ev[m].events = e.events;
+				ev[m++].data.u64 = r->data;
+			}
+		} else if (r) {
+			kernel_event(ep, r, tag, e.events, slept_ns);
+		}
+	}
+	return m;
+}
+
+/*
  * Every epoll_wait on an instance we know, with or without shared-memory
  * connections in it (another thread may add one while this one sleeps in
  * the kernel, or free one whose event is already on its way here): kernel
@@ -582,7 +615,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	struct epoll_event kev[EP_MAXEV];
 	uint64_t deadline = 0, call;
 	struct usmc_ep *ep;
-	bool exact = true;
+	bool exact = true, dry = false;
 	int n = 0, k, rc = 0;
 
 	if (maxevents <= 0) {
@@ -604,14 +637,14 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0;
-		bool hit = false;
+		bool hit = false, inplace;
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
 		n = collect(ep, false, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
-		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
+		if (!n && !ep->again && timeout != 0 && ep->ntranslated && !dry) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
 			if (!hit && !k && ep_arm_all(ep))
 				n = collect(ep, false, events, maxevents, call);
@@ -623,12 +656,15 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		ep_selfev_update(ep, epfd);
 		if (room <= 0 || ep->closed)
 			break;
+		/* No records: the kernel writes the program's array (as many
+		 * events as it asked for), ours are taken out after. */
+		inplace = !ep->regs && !n && !k;
 		pthread_mutex_unlock(&ep_lock);
 		if (!k) {
 			uint64_t t0 = kt ? usmc_now_ns() : 0;
 
-			k = kernel_wait(epfd, kev, room, kt, exact && kt == timeout ? ts : NULL, mask,
-					how);
+			k = kernel_wait(epfd, inplace ? events : kev, inplace ? maxevents : room, kt,
+					exact && kt == timeout ? ts : NULL, mask, how);
 			exact = false;
 			if (kt && k > 0)
 				slept_ns = usmc_now_ns() - t0;
@@ -640,13 +676,18 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 				rc = 0;
 			break;
 		}
-		n += kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
+		if (inplace)
+			n = kernel_events_inplace(ep, events, k, &slept_ns);
+		else
+			n += kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
 		if (ep->closed)
 			break;
 		if (hit)
 			push_due(ep);
 		n += collect(ep, false, events + n, maxevents - n, call);
 		n += collect(ep, true, events + n, maxevents - n, call);
+		/* A spin saw news whose doorbell is not in yet: sleep on it. */
+		dry = hit && !n;
 		/* Zero events after a kernel wait that ran its full time: the
 		 * kernel says the timeout has passed. */
 		if (n || timeout == 0 || (!k && kt))
