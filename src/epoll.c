@@ -293,7 +293,9 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	if (!sibling_bell(r)) {
 		ev.events = EPOLLIN | EPOLLET | excl;
 		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
-		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) && errno != EEXIST) {
+		/* An entry left for this doorbell would carry another tag. */
+		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) &&
+		    (errno != EEXIST || real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))) {
 			rc = -errno;
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
 			return rc;

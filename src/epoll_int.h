@@ -113,6 +113,7 @@ void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
 bool ep_want_undecided(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
+bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 
 #endif

@@ -187,15 +187,17 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 }
 
 /* Every due record not on a ready list yet, in registration order: they
- * turned ready while nobody could tell in which order.  Not an armed one:
- * its news rang its doorbell, which the kernel reports in order (in this
- * call, or the next if this one had no room).  Caller holds ep_lock. */
-static void push_due(struct usmc_ep *ep)
+ * turned ready while nobody could tell in which order.  An armed one only
+ * if armed_too: its news rang its doorbell, which the kernel reports in
+ * order, unless the kernel had no more events for us (the doorbell is not
+ * in yet, or lost).  Caller holds ep_lock. */
+static void push_due(struct usmc_ep *ep, bool armed_too)
 {
 	struct usmc_epreg *r;
 
 	for (r = ep->regs; r; r = r->ep_next)
-		if (r->translated && !r->disabled && !r->on_ready && !r->armed && reg_due(r))
+		if (r->translated && !r->disabled && !r->on_ready && (armed_too || !r->armed) &&
+		    reg_due(r))
 			ep_ready_push(r);
 }
 
@@ -206,14 +208,26 @@ static void push_due(struct usmc_ep *ep)
  */
 bool ep_arm_all(struct usmc_ep *ep)
 {
+	return ep_arm_all_pending(ep, NULL);
+}
+
+/* The same; *pending: an armed record has news whose doorbell we have not
+ * seen (in the kernel, or on its way): look at the kernel, do not sleep. */
+bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
+{
 	struct usmc_epreg *r;
 	bool ready = false;
 
 	for (r = ep->regs; r; r = r->ep_next) {
+		if (!r->translated || r->disabled)
+			continue;
 		/* Armed already, no doorbell seen since: news since then rang
 		 * it, and the kernel tells in which order. */
-		if (!r->translated || r->disabled || r->armed)
+		if (r->armed) {
+			if (pending && !*pending && reg_due(r))
+				*pending = true;
 			continue;
+		}
 		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
 			ep_ready_push(r);
 			ready = true;
@@ -615,7 +629,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	struct epoll_event kev[EP_MAXEV];
 	uint64_t deadline = 0, call;
 	struct usmc_ep *ep;
-	bool exact = true, dry = false;
+	bool exact = true;
 	int n = 0, k, rc = 0;
 
 	if (maxevents <= 0) {
@@ -637,21 +651,21 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0;
-		bool hit = false, inplace;
+		bool hit = false, pending = false, inplace;
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
 		n = collect(ep, false, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
-		if (!n && !ep->again && timeout != 0 && ep->ntranslated && !dry) {
+		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
-			if (!hit && !k && ep_arm_all(ep))
+			if (!hit && !k && ep_arm_all_pending(ep, &pending))
 				n = collect(ep, false, events, maxevents, call);
 		}
-		/* Ready already (or a spin hit: the doorbells rung meanwhile
-		 * say in which order): only look at the kernel. */
-		if (n || k || hit || ep->again || room <= 0)
+		/* Ready already (or news seen: the doorbells rung meanwhile say
+		 * in which order): only look at the kernel. */
+		if (n || k || hit || pending || ep->again || room <= 0)
 			kt = 0;
 		ep_selfev_update(ep, epfd);
 		if (room <= 0 || ep->closed)
@@ -682,12 +696,10 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			n += kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
 		if (ep->closed)
 			break;
-		if (hit)
-			push_due(ep);
+		if (hit || pending)
+			push_due(ep, k < room);
 		n += collect(ep, false, events + n, maxevents - n, call);
 		n += collect(ep, true, events + n, maxevents - n, call);
-		/* A spin saw news whose doorbell is not in yet: sleep on it. */
-		dry = hit && !n;
 		/* Zero events after a kernel wait that ran its full time: the
 		 * kernel says the timeout has passed. */
 		if (n || timeout == 0 || (!k && kt))
