@@ -203,10 +203,30 @@ void ep_ready_push(struct usmc_epreg *r)
 {
 	r->armed = false;	/* conservative: re-armed once it leaves the list */
 	if (r->on_ready)
-		return;
+		return;		/* stays where it is, as on the kernel's list */
 	r->on_ready = true;
-	r->ready_next = r->ep->ready;
-	r->ep->ready = r;
+	r->on_again = false;
+	r->ready_next = NULL;
+	*r->ep->ready_tail = r;
+	r->ep->ready_tail = &r->ready_next;
+}
+
+void ep_ready_remove(struct usmc_epreg *r)
+{
+	struct usmc_epreg **head = r->on_again ? &r->ep->again : &r->ep->ready;
+	struct usmc_epreg ***tail = r->on_again ? &r->ep->again_tail : &r->ep->ready_tail;
+	struct usmc_epreg **pp;
+
+	if (!r->on_ready)
+		return;
+	for (pp = head; *pp; pp = &(*pp)->ready_next)
+		if (*pp == r) {
+			*pp = r->ready_next;
+			if (!r->ready_next)
+				*tail = pp;
+			break;
+		}
+	r->on_ready = r->on_again = false;
 }
 
 void ep_watch(struct usmc_epreg *r)
@@ -273,7 +293,9 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	if (!sibling_bell(r)) {
 		ev.events = EPOLLIN | EPOLLET | excl;
 		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
-		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) && errno != EEXIST) {
+		/* An entry left for this doorbell would carry another tag. */
+		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) &&
+		    (errno != EEXIST || real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))) {
 			rc = -errno;
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
 			return rc;
@@ -402,6 +424,8 @@ static struct usmc_ep *ep_create(int epfd)
 		return NULL;
 	}
 	ep->refs = 1;
+	ep->ready_tail = &ep->ready;
+	ep->again_tail = &ep->again;
 	ep->selfev = -1;
 	ep->wake = -1;
 	ep->spin_ns = (uint32_t)MIN(usmc_opt.spin_us * 1000L, 0xffffffffL);
@@ -435,13 +459,7 @@ static void reg_unlink(struct usmc_epreg *r)
 			*pp = r->sk_next;
 			break;
 		}
-	if (r->on_ready) {
-		for (pp = &r->ep->ready; *pp; pp = &(*pp)->ready_next)
-			if (*pp == r) {
-				*pp = r->ready_next;
-				break;
-			}
-	}
+	ep_ready_remove(r);
 	if (r->on_watch) {
 		for (pp = &r->ep->watch; *pp; pp = &(*pp)->watch_next)
 			if (*pp == r) {

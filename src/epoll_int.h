@@ -46,7 +46,8 @@ struct usmc_epreg {
 	bool bell;			/* this record owns the (ep, sk) doorbell entry */
 	bool disabled;			/* EPOLLONESHOT fired, or parked */
 	bool parked;			/* deleted by the application; kernel entries kept */
-	bool on_ready;
+	bool on_ready;			/* on ep->ready, or on ep->again if on_again */
+	bool on_again;
 	bool on_watch;			/* on ep->watch: looked at by every call */
 	bool armed;			/* our arm is out: the peer rings on news */
 	uint8_t idle;			/* watch passes without news */
@@ -66,7 +67,11 @@ struct usmc_ep {
 	int refs;			/* descriptors referring to this instance */
 	_Atomic uint32_t spin_ns;	/* adaptive spin budget (relaxed: a hint) */
 	struct usmc_epreg *regs;
-	struct usmc_epreg *ready;	/* may be ready: looked at by every call */
+	/* May be ready, first come first served (the kernel's ready list):
+	 * looked at by every call.  again: reported level-triggered and
+	 * still ready, behind everything that turned ready meanwhile. */
+	struct usmc_epreg *ready, **ready_tail;
+	struct usmc_epreg *again, **again_tail;
 	struct usmc_epreg *watch;	/* not ready, not armed: peeked by every call */
 	int ntranslated;
 	int nforeign;			/* pass-through registrations (approximate) */
@@ -87,6 +92,7 @@ int ep_fd_of(struct usmc_ep *ep);
 struct usmc_ep *ep_lookup(int epfd);
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
+void ep_ready_remove(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
 bool ep_data_ours(uint64_t data);
@@ -107,6 +113,7 @@ void ep_tcp_event(struct usmc_epreg *r);
 bool ep_want_translated(struct usmc_sock *sk);
 bool ep_want_undecided(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
+bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 
 #endif

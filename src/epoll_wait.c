@@ -8,6 +8,15 @@
  * only then arms doorbells and sleeps in the real epoll_wait; kernel
  * events tagged with our records are translated back to the
  * application's events and data.
+ *
+ * Order: as the kernel's ready list, first come first served, as far as we
+ * can tell.  Doorbells of armed records and the kernel's own events come in
+ * the kernel's order, and records they make ready are reported before the
+ * next event the kernel gave; records found ready by looking (spin, watch
+ * list, arming) have no order among themselves.  Level-triggered records
+ * reported and still ready go behind what turned ready meanwhile.  A
+ * descriptor that is not ours and stays ready keeps its place among such
+ * descriptors only, not among our records.
  */
 #include "epoll.h"
 #include "epoll_int.h"
@@ -94,62 +103,102 @@ static int reg_what(struct usmc_epreg *r)
 }
 
 /*
- * Walk the ready list: report what is ready, drop what is not.  Nothing is
- * armed here: a thread that goes on working does not need doorbells, and
- * every doorbell costs the peer a system call.  ep_arm_all() arms right
- * before we sleep.  Caller holds ep_lock.
+ * Walk one of the ready lists in order (ep->ready, or ep->again): report
+ * what is ready, drop what is not.  A level-triggered record reported goes
+ * to the tail of ep->again, as the kernel moves it to the tail of its
+ * ready list; one already reported by this call stays for the next.
+ * Nothing is armed here: a thread that goes on working does not need
+ * doorbells, and every doorbell costs the peer a system call.
+ * ep_arm_all() arms right before we sleep.  Caller holds ep_lock.
  */
 static _Atomic uint64_t wait_calls;
 
-static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, uint64_t call)
+static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
+		   uint64_t call)
 {
-	struct usmc_epreg **pp = &ep->ready, *r;
+	struct usmc_epreg **head = again ? &ep->again : &ep->ready;
+	struct usmc_epreg ***tail = again ? &ep->again_tail : &ep->ready_tail;
+	struct usmc_epreg *list = *head, **list_tail = *tail, *r;
+	struct usmc_epreg *keep = NULL, **keep_tail = &keep;
 	int n = 0;
 
-	while ((r = *pp) && n < max) {
+	if (!list || max <= 0)
+		return 0;
+	/* Detached: what is pushed meanwhile queues up behind it. */
+	*head = NULL;
+	*tail = head;
+	while ((r = list) && n < max) {
 		uint32_t ev;
 
+		list = r->ready_next;
+		r->ready_next = NULL;
 		if (r->reported == call) {
 			/* Once per epoll_wait, as the kernel does. */
-			pp = &r->ready_next;
+			*keep_tail = r;
+			keep_tail = &r->ready_next;
 			continue;
 		}
-		if (r->disabled || !r->translated) {
-			*pp = r->ready_next;
-			r->on_ready = false;
+		r->on_ready = r->on_again = false;
+		if (r->disabled || !r->translated)
 			continue;
-		}
 		usmc_sock_refresh(r->sk, r->fd);
 		if (!ep_want_translated(r->sk)) {
-			*pp = r->ready_next;
-			r->on_ready = false;
 			ep_reg_sync(r);
 			continue;
 		}
 		ev = reg_due(r);
-		if (ev) {
-			out[n].events = ev;
-			out[n].data.u64 = r->data;
-			n++;
-			r->reported = call;
-			reg_seen(r);
-			if (r->events & EPOLLONESHOT)
-				r->disabled = true;
-			if (r->events & (EPOLLET | EPOLLONESHOT)) {
-				*pp = r->ready_next;
-				r->on_ready = false;
-				if (!r->disabled)
-					ep_watch(r);	/* edge-triggered: news later */
-				continue;
-			}
-			pp = &r->ready_next;
+		if (!ev) {
+			ep_watch(r);
 			continue;
 		}
-		*pp = r->ready_next;
-		r->on_ready = false;
-		ep_watch(r);
+		out[n].events = ev;
+		out[n].data.u64 = r->data;
+		n++;
+		r->reported = call;
+		reg_seen(r);
+		if (r->events & EPOLLONESHOT)
+			r->disabled = true;
+		if (r->events & (EPOLLET | EPOLLONESHOT)) {
+			if (!r->disabled)
+				ep_watch(r);	/* edge-triggered: news later */
+			continue;
+		}
+		if (!r->on_ready) {
+			r->on_ready = r->on_again = true;
+			*ep->again_tail = r;
+			ep->again_tail = &r->ready_next;
+		}
+	}
+	/* Put back in front, in order: what was kept, what was not reached,
+	 * then what queued up meanwhile. */
+	if (list) {
+		*list_tail = *head;
+		if (*head == NULL)
+			*tail = list_tail;
+		*head = list;
+	}
+	if (keep) {
+		*keep_tail = *head;
+		if (*head == NULL)
+			*tail = keep_tail;
+		*head = keep;
 	}
 	return n;
+}
+
+/* Every due record not on a ready list yet, in registration order: they
+ * turned ready while nobody could tell in which order.  An armed one only
+ * if armed_too: its news rang its doorbell, which the kernel reports in
+ * order, unless the kernel had no more events for us (the doorbell is not
+ * in yet, or lost).  Caller holds ep_lock. */
+static void push_due(struct usmc_ep *ep, bool armed_too)
+{
+	struct usmc_epreg *r;
+
+	for (r = ep->regs; r; r = r->ep_next)
+		if (r->translated && !r->disabled && !r->on_ready && (armed_too || !r->armed) &&
+		    reg_due(r))
+			ep_ready_push(r);
 }
 
 /*
@@ -159,12 +208,26 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, u
  */
 bool ep_arm_all(struct usmc_ep *ep)
 {
+	return ep_arm_all_pending(ep, NULL);
+}
+
+/* The same; *pending: an armed record has news whose doorbell we have not
+ * seen (in the kernel, or on its way): look at the kernel, do not sleep. */
+bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
+{
 	struct usmc_epreg *r;
 	bool ready = false;
 
 	for (r = ep->regs; r; r = r->ep_next) {
 		if (!r->translated || r->disabled)
 			continue;
+		/* Armed already, no doorbell seen since: news since then rang
+		 * it, and the kernel tells in which order. */
+		if (r->armed) {
+			if (pending && !*pending && reg_due(r))
+				*pending = true;
+			continue;
+		}
 		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
 			ep_ready_push(r);
 			ready = true;
@@ -185,6 +248,8 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 		return;
 	/* Readable for an outer epoll/poll only if something is really due. */
 	for (r = ep->ready; r && !want; r = r->ready_next)
+		want = r->translated && !r->disabled && reg_due(r);
+	for (r = ep->again; r && !want; r = r->ready_next)
 		want = r->translated && !r->disabled && reg_due(r);
 
 	if (!ep->nested)
@@ -337,7 +402,8 @@ static void ep_watch_scan(struct usmc_ep *ep)
  * answers within microseconds, a sleep costs tens.  Other descriptors in
  * the set are polled with a zero timeout every EP_KPOLL_NS.  Returns the
  * kernel events found (into kev), or 0; *hit is set when a connection
- * turned ready.  The budget adapts: spins that never pay off shrink it.
+ * turned ready (the caller asks the kernel for the doorbells rung meanwhile,
+ * which tell in which order, then takes the rest: push_due()).  The budget adapts: spins that never pay off shrink it.
  */
 static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit)
 {
@@ -403,10 +469,6 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		usmc_sock_put(snap[i].copy.sk);
 	pthread_mutex_lock(&ep_lock);
 	ep_spin_feedback(ep, *hit, now - t0);
-	if (*hit && !k)
-		for (r = ep->regs; r; r = r->ep_next)
-			if (r->translated && !r->disabled && reg_due(r))
-				ep_ready_push(r);
 	return k;
 }
 
@@ -481,6 +543,78 @@ static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
 	return false;
 }
 
+/* Program-visible event from the kernel, or one of ours to translate? */
+static bool kernel_direct(uint64_t data)
+{
+	return !ep_data_ours(data) || (data & 3) == EP_TAG_UND;
+}
+
+/*
+ * The kernel's events, in the kernel's order (first come, first served):
+ * records an event of ours puts on the ready list are reported before the
+ * next event the program gets as the kernel gave it.  Those always fit
+ * (k <= max: room was taken before the wait).  Returns the number written
+ * to out.  Caller holds ep_lock.
+ */
+static int kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
+			 struct epoll_event *out, int max, uint64_t call, uint64_t *slept_ns)
+{
+	int i, n = 0, direct = 0;
+
+	for (i = 0; i < k; i++)
+		direct += kernel_direct(kev[i].data.u64);
+	for (i = 0; i < k; i++) {
+		unsigned int tag = 0;
+		struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
+
+		if (kernel_direct(kev[i].data.u64)) {
+			direct--;
+			n += collect(ep, false, out + n, max - n - direct - 1, call);
+			if (!r && !ep_data_ours(kev[i].data.u64)) {
+				out[n++] = kev[i];
+			} else if (r && undecided_event(r, kev[i].events)) {
+				out[n].events = kev[i].events;
+				out[n++].data.u64 = r->data;
+			}
+		} else if (r) {
+			kernel_event(ep, r, tag, kev[i].events, slept_ns);
+		}
+	}
+	return n;
+}
+
+/*
+ * The same for a wait into the program's own array, made while the
+ * instance had no records (nothing of ours to order against): ours are
+ * taken out in place, records they name (added meanwhile) reported after.
+ */
+static int kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
+				 uint64_t *slept_ns)
+{
+	int i, m = 0;
+
+	for (i = 0; i < k; i++) {
+		struct epoll_event e = ev[i];
+		unsigned int tag = 0;
+		struct usmc_epreg *r;
+
+		if (!ep_data_ours(e.data.u64)) {
+			ev[m++] = e;
+			continue;
+		}
+		r = ep_reg_from_data(e.data.u64, ep, &tag);
+		if (r && tag == EP_TAG_UND) {
+			if (undecided_event(r, e.events)) {
+				ev[m].events = e.events;
+				ev[m++].data.u64 = r->data;
+			}
+		} else if (r) {
+			kernel_event(ep, r, tag, e.events, slept_ns);
+		}
+	}
+	return m;
+}
+
 /*
  * Every epoll_wait on an instance we know, with or without shared-memory
  * connections in it (another thread may add one while this one sleeps in
@@ -496,7 +630,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	uint64_t deadline = 0, call;
 	struct usmc_ep *ep;
 	bool exact = true;
-	int n = 0, k, i, rc = 0;
+	int n = 0, k, rc = 0;
 
 	if (maxevents <= 0) {
 		k = kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
@@ -517,31 +651,34 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0;
-		bool hit = false;
+		bool hit = false, pending = false, inplace;
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
-		n = ready_collect(ep, events, maxevents, call);
+		n = collect(ep, false, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
-		if (!n && timeout != 0 && ep->ntranslated) {
+		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
-			if (hit && !k)
-				n = ready_collect(ep, events, maxevents, call);
-			if (!n && !k && ep_arm_all(ep))
-				n = ready_collect(ep, events, maxevents, call);
+			if (!hit && !k && ep_arm_all_pending(ep, &pending))
+				n = collect(ep, false, events, maxevents, call);
 		}
-		if (n || k || room <= 0)
+		/* Ready already (or news seen: the doorbells rung meanwhile say
+		 * in which order): only look at the kernel. */
+		if (n || k || hit || pending || ep->again || room <= 0)
 			kt = 0;
 		ep_selfev_update(ep, epfd);
 		if (room <= 0 || ep->closed)
 			break;
+		/* No records: the kernel writes the program's array (as many
+		 * events as it asked for), ours are taken out after. */
+		inplace = !ep->regs && !n && !k;
 		pthread_mutex_unlock(&ep_lock);
 		if (!k) {
 			uint64_t t0 = kt ? usmc_now_ns() : 0;
 
-			k = kernel_wait(epfd, kev, room, kt, exact && kt == timeout ? ts : NULL, mask,
-					how);
+			k = kernel_wait(epfd, inplace ? events : kev, inplace ? maxevents : room, kt,
+					exact && kt == timeout ? ts : NULL, mask, how);
 			exact = false;
 			if (kt && k > 0)
 				slept_ns = usmc_now_ns() - t0;
@@ -553,25 +690,16 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 				rc = 0;
 			break;
 		}
-		for (i = 0; i < k; i++) {
-			unsigned int tag = 0;
-			struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
-
-			if (r && tag == EP_TAG_UND) {
-				if (undecided_event(r, kev[i].events)) {
-					events[n].events = kev[i].events;
-					events[n++].data.u64 = r->data;
-				}
-			} else if (r) {
-				kernel_event(ep, r, tag, kev[i].events, &slept_ns);
-			}
-			else if (!ep_data_ours(kev[i].data.u64))
-				events[n++] = kev[i];
-		}
+		if (inplace)
+			n = kernel_events_inplace(ep, events, k, &slept_ns);
+		else
+			n += kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
 		if (ep->closed)
 			break;
-		if (n < maxevents)
-			n += ready_collect(ep, events + n, maxevents - n, call);
+		if (hit || pending)
+			push_due(ep, k < room);
+		n += collect(ep, false, events + n, maxevents - n, call);
+		n += collect(ep, true, events + n, maxevents - n, call);
 		/* Zero events after a kernel wait that ran its full time: the
 		 * kernel says the timeout has passed. */
 		if (n || timeout == 0 || (!k && kt))
@@ -615,7 +743,7 @@ bool usmc_epoll_has_ready(int epfd)
 
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_lookup(epfd);
-	r = ep && ep->ready;
+	r = ep && (ep->ready || ep->again);
 	pthread_mutex_unlock(&ep_lock);
 	return r;
 }

@@ -10,10 +10,16 @@
  *                  its buffer)
  *   full_edge      an edge-triggered writer that filled its buffer gets
  *                  EPOLLOUT once the reader made room
- *   order          connections that turn readable one after another are
- *                  reported in that order, in one epoll_wait and across
- *                  calls (the kernel's ready list is first come, first
- *                  served)
+ *   undecided      a server connection accepted before its client's
+ *   undecided_et   proposal (the client sends the CLC wake byte on TCP):
+ *                  the wake byte is no event, the client's first byte is
+ *                  one (level- and edge-triggered)
+ *   order          connections (and a pipe) that turn readable one after
+ *                  another are reported in that order, in one epoll_wait
+ *                  and across calls of two events each; those still ready
+ *                  (level-triggered) come round again in the same order,
+ *                  behind what turned ready before (the kernel's ready list
+ *                  is first come, first served)
  */
 #include "t_util.h"
 
@@ -157,14 +163,182 @@ static void check_full_edge(void)
 	close(s);
 }
 
+/* ---- order ---------------------------------------------------------------- */
+
+#define ORD_N		6		/* connections; one pipe besides */
+#define ORD_PIPE	ORD_N		/* its index in the orders below */
+
+/* Make index i readable: a byte from the client, or into the pipe. */
+static void ord_poke(const int *c, const int *pfd, int i)
+{
+	t_write_all(i == ORD_PIPE ? pfd[1] : c[i], "o", 1);
+}
+
+/* One epoll_wait of at most max events: exactly want[0..cnt). */
+static void ord_expect(int line, int ep, int max, const int *want, int cnt)
+{
+	struct epoll_event ev[ORD_N + 2];
+	char got[128] = "", exp[128] = "";
+	int n = ep_wait(ep, ev, max, EV_MS), i;
+	bool ok = n == cnt;
+
+	for (i = 0; i < n; i++) {
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), " %llu",
+			 (unsigned long long)ev[i].data.u64 - 100);
+		ok &= ev[i].data.u64 == 100 + (uint64_t)want[i] && ev[i].events == EPOLLIN;
+	}
+	for (i = 0; i < cnt; i++)
+		snprintf(exp + strlen(exp), sizeof(exp) - strlen(exp), " %d", want[i]);
+	if (!ok)
+		t_fail("line %d: reported [%s ] in this order, expected [%s ]", line, got, exp);
+}
+
+static void check_order(void)
+{
+	static const int first[ORD_N + 1] = { 4, 1, ORD_PIPE, 5, 0, 3, 2 };
+	static const int again[ORD_N] = { 4, 1, 5, 0, 3, 2 };
+	static const int second[ORD_N] = { 2, 5, 3, 1, 4, 0 };
+	int c[ORD_N], s[ORD_N], pfd[2], ep = ep_new(), i, k;
+	char b;
+
+	for (i = 0; i < ORD_N; i++) {
+		t_pair_smc(&c[i], &s[i]);
+		ep_add(ep, s[i], EPOLLIN, 100 + (uint64_t)i);
+	}
+	t_ok(pipe2(pfd, O_CLOEXEC | O_NONBLOCK));
+	ep_add(ep, pfd[0], EPOLLIN, 100 + ORD_PIPE);
+	expect_none(ep);
+	/* Ready one after another (a pipe among them), all reported in one
+	 * call in that order; still ready (level-triggered): again in that
+	 * order. */
+	for (k = 0; k <= ORD_N; k++)
+		ord_poke(c, pfd, first[k]);
+	ord_expect(__LINE__, ep, ORD_N + 2, first, ORD_N + 1);
+	t_read_all(pfd[0], &b, 1);
+	ord_expect(__LINE__, ep, ORD_N + 2, again, ORD_N);
+	for (i = 0; i < ORD_N; i++)
+		t_read_all(s[i], &b, 1);
+	expect_none(ep);
+	/* Across calls of two events each: first come, first served, and
+	 * what stays ready goes behind what turned ready before it. */
+	for (k = 0; k < ORD_N; k++)
+		ord_poke(c, pfd, second[k]);
+	for (k = 0; k < ORD_N; k += 2)
+		ord_expect(__LINE__, ep, 2, second + k, 2);
+	ord_expect(__LINE__, ep, 2, second, 2);
+	for (i = 0; i < ORD_N; i++)
+		t_read_all(s[i], &b, 1);
+	expect_none(ep);
+	for (i = 0; i < ORD_N; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	close(pfd[0]);
+	close(pfd[1]);
+	close(ep);
+}
+
+/* ---- undecided ------------------------------------------------------------ */
+
+/* Role "late-client PORT FD" (USMC_FAULT=late: its proposal comes after
+ * the server's accept, which returns undecided, and it sends the CLC wake
+ * byte): connect, say so, write one byte when told, read it back. */
+static int late_client_main(const char *port, const char *fd)
+{
+	int sync = atoi(fd), c = t_connect((uint16_t)atoi(port));
+	char b;
+
+	t_sync_post(sync);
+	t_sync_wait(sync);
+	t_write_all(c, "u", 1);
+	t_read_all(c, &b, 1);
+	t_sync_wait(sync);
+	close(c);
+	return 0;
+}
+
+static long long wake_bytes(void)
+{
+	char *j;
+	long long v;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	v = t_json_int(j, "wake_bytes");
+	free(j);
+	return v;
+}
+
+static void undecided(uint32_t et)
+{
+	struct epoll_event ev[4];
+	char port[16], fd[16], b;
+	long long wakes = wake_bytes();
+	uint16_t lport;
+	int lfd = t_listen(&lport), ep = ep_new(), sv[2], s, n;
+	pid_t pid;
+
+	t_sync_pair(sv);
+	snprintf(port, sizeof(port), "%u", lport);
+	snprintf(fd, sizeof(fd), "%d", sv[1]);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		char *argv[] = { (char *)"t_epoll_ready", (char *)"late-client", port, fd, NULL };
+
+		setenv("USMC_FAULT", "late", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	s = t_accept(lfd);
+	t_set_nonblock(s, true);
+	ep_add(ep, s, EPOLLIN | et, 9);
+	t_sync_wait(sv[0]);
+	/* Its connect() returned: the wake byte is here, and is not ours. */
+	expect_none(ep);
+	t_sync_post(sv[0]);
+	n = ep_wait(ep, ev, 4, EV_MS);
+	t_assert(n == 1 && ev[0].data.u64 == 9 && ev[0].events == EPOLLIN,
+		 "after the client's byte: %d events, first %#x", n, n ? ev[0].events : 0);
+	t_read_all(s, &b, 1);
+	t_assert(b == 'u', "read %#x", b);
+	t_write_all(s, "u", 1);
+	t_sync_post(sv[0]);
+	t_wait_child(pid, "late client");
+	t_assert_smc(s);
+	t_smc_pairs++;
+	if (t_accel())
+		t_assert(wake_bytes() - wakes == 1, "wake bytes: %lld", wake_bytes() - wakes);
+	close(sv[0]);
+	close(ep);
+	close(lfd);
+	close(s);
+}
+
+static void check_undecided(void)
+{
+	undecided(0);
+}
+
+static void check_undecided_et(void)
+{
+	undecided(EPOLLET);
+}
+
 static const struct t_check checks[] = {
 	{ "connect_edge", check_connect_edge },
 	{ "full_edge", check_full_edge },
+	{ "order", check_order },
+	{ "undecided", check_undecided },
+	{ "undecided_et", check_undecided_et },
 };
 
 int main(int argc, char **argv)
 {
 	t_name = "t_epoll_ready";
+	if (argc == 4 && !strcmp(argv[1], "late-client"))
+		return late_client_main(argv[2], argv[3]);
 	signal(SIGPIPE, SIG_IGN);
 	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
 }
