@@ -113,6 +113,15 @@ int cmd_stat(int argc, char **argv)
 		}
 	}
 	f = usmc_stats_map();
+	if (!f && usmc_rundir_problem()[0]) {
+		/* Every connection of this user falls back (rundir_unusable)
+		 * and no counter can be kept: say why and what to do. */
+		fprintf(stderr, "usmc stat: runtime directory %s %s\n"
+			"usmc stat: acceleration is off (rundir_unusable); remove it, or use a "
+			"directory of your own: usmc run -R DIR, or USMC_RUNDIR=DIR\n",
+			usmc_rundir_path(), usmc_rundir_problem());
+		return 1;
+	}
 	if (!f) {
 		fprintf(stderr, "usmc stat: %s: %s\n",
 			usmc_rundir_path()[0] ? usmc_rundir_path() : "runtime directory",

@@ -219,7 +219,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 
 	if (!lsk->lst) {
 		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
-			 USMC_R_DISABLED : USMC_R_RUNDIR;
+			 USMC_R_DISABLED : lsk->lst_reason ? lsk->lst_reason : USMC_R_RUNDIR;
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);

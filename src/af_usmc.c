@@ -216,9 +216,10 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 		return reason;
 	rc = usmc_clc_ln_get(rec.id, ln);
 	if (rc) {
-		/* Registered but dead: clean up so the next connect is quick. */
+		/* Registered but dead, or its index unusable (truncated,
+		 * planted): clean up so the next connect is quick. */
 		usmc_registry_gc();
-		return USMC_R_PEER_GONE;
+		return rc == -ESRCH || rc == -ENOENT ? USMC_R_PEER_GONE : USMC_R_RUNDIR;
 	}
 	return 0;
 }
@@ -392,9 +393,15 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 		return 0;
 	if (usmc_opt.disable || !usmc_port_allowed(sk->bound.port))
 		return 0;
-	if (usmc_registry_attach() || usmc_clc_ln_create(&sk->lst)) {
-		usmc_dbg(1, "listen %s: not registered (runtime directory unusable)",
-			 usmc_addr_str(&sk->bound, a, sizeof(a)));
+	rc = usmc_registry_attach();
+	if (!rc)
+		rc = usmc_clc_ln_create(&sk->lst);
+	if (rc) {
+		/* A full tmpfs: the index header could not be backed. */
+		sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
+		usmc_dbg(1, "listen %s: not registered (%s)",
+			 usmc_addr_str(&sk->bound, a, sizeof(a)),
+			 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
 		return 0;
 	}
 	memset(&rec, 0, sizeof(rec));

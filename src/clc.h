@@ -132,6 +132,7 @@ struct usmc_clc_ln {
 	_Atomic int refs;
 	uint64_t id;
 	int fd;				/* ln-<id> */
+	int guard;			/* guard.c handle of the mapping (-1: none) */
 	struct usmc_clc_index *idx;
 	struct usmc_clc_ln *next;	/* client-side cache chain */
 	_Atomic uint64_t backed[(CLC_INDEX_PAGES + 63) / 64];	/* pages we fallocated */
