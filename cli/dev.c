@@ -14,13 +14,16 @@
 #include <getopt.h>
 #include <stdio.h>
 
-/* Link groups in the runtime directory whose owner is alive. */
-static unsigned int live_lgrs(void)
+/* Link groups in the runtime directory whose owner is alive; *refused:
+ * lg-* entries whose memory is no object of ours (wrong type, owner or
+ * mode: planted), which are never opened beyond a non-blocking fstat. */
+static unsigned int live_lgrs(unsigned int *refused)
 {
 	struct dirent *de;
 	unsigned int n = 0;
 	DIR *d;
 
+	*refused = 0;
 	if (usmc_rundir_init())
 		return 0;
 	d = opendir(usmc_rundir_path());
@@ -34,6 +37,8 @@ static unsigned int live_lgrs(void)
 			continue;
 		snprintf(path, sizeof(path), "%s/mem", de->d_name);
 		fd = usmc_rundir_open(path, O_RDONLY, 0);
+		if (fd == -EINVAL || fd == -EPERM)
+			(*refused)++;
 		if (fd < 0)
 			continue;
 		if (usmc_lock_held(fd, 0))
@@ -52,7 +57,7 @@ int cmd_dev(int argc, char **argv)
 	};
 	struct usmc_counters_snapshot s;
 	struct usmc_stats_file *f;
-	unsigned int lgrs, conns = 0, i;
+	unsigned int lgrs, conns = 0, refused, i;
 	bool json = false, usable;
 	int c;
 
@@ -71,7 +76,7 @@ int cmd_dev(int argc, char **argv)
 	} else {
 		memset(&s, 0, sizeof(s));
 	}
-	lgrs = live_lgrs();
+	lgrs = live_lgrs(&refused);
 #define CTR(field) ((unsigned long long)s.v[offsetof(struct usmc_counters, field) / 8])
 	if (json) {
 		printf("{\"devices\": [\n");
@@ -80,9 +85,9 @@ int cmd_dev(int argc, char **argv)
 		json_str(usmc_rundir_path());
 		printf(", \"link_groups\": %u, \"connections\": %u, \"lgr_created\": %llu, "
 		       "\"lgr_attached\": %llu, \"dmbs_registered\": %llu, \"dmbs_reused\": %llu, "
-		       "\"xfer_bytes\": %llu, \"doorbells\": %llu},\n",
+		       "\"xfer_bytes\": %llu, \"doorbells\": %llu, \"refused_objects\": %u},\n",
 		       lgrs, conns, CTR(lgr_created), CTR(lgr_attached), CTR(dmbs_registered),
-		       CTR(dmbs_reused), CTR(tx_bytes), CTR(doorbells));
+		       CTR(dmbs_reused), CTR(tx_bytes), CTR(doorbells), refused);
 		printf("  {\"name\": \"ivshmem\", \"type\": \"SMC-D\", \"id\": %d, \"usable\": false},\n",
 		       USMC_DEV_IVSHMEM);
 		printf("  {\"name\": \"rdma\", \"type\": \"SMC-R\", \"id\": %d, \"usable\": false}\n",
@@ -98,6 +103,9 @@ int cmd_dev(int argc, char **argv)
 	printf("%-9s %-6s %-4d %-8s\n", "ivshmem", "SMC-D", USMC_DEV_IVSHMEM, "absent");
 	printf("%-9s %-6s %-4d %-8s\n", "rdma", "SMC-R", USMC_DEV_RDMA, "absent");
 	printf("\nrundir %s\n", usmc_rundir_path());
+	if (refused)
+		printf("%u link group(s) refused: memory of the wrong type, owner or mode "
+		       "(planted by someone else; never used)\n", refused);
 #undef CTR
 	return 0;
 }

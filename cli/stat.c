@@ -130,6 +130,7 @@ int cmd_stat(int argc, char **argv)
 	}
 	/* Fold processes that died, drop their link groups and listeners. */
 	usmc_stats_gc(f, usmc_stats_fd());
+	usmc_registry_repair();
 	usmc_registry_gc();
 	usmc_rundir_gc();
 	if (reset) {

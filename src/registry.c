@@ -470,6 +470,26 @@ static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener 
 	return 0;
 }
 
+int usmc_registry_repair(void)
+{
+	struct stat st;
+	bool bad;
+	int fd;
+
+	if (reg_get() || usmc_rundir_init())
+		return 0;
+	fd = usmc_rundir_open(USMC_REGISTRY_FILE, O_RDONLY, 0);
+	if (fd < 0)
+		return 0;
+	bad = !fstat(fd, &st) && (size_t)st.st_size != sizeof(struct usmc_registry);
+	usmc_ifd_close(fd);
+	if (!bad)
+		return 0;
+	usmc_dbg(1, "%s truncated: removed, the next process starts a fresh one",
+		 USMC_REGISTRY_FILE);
+	return usmc_rundir_unlink(USMC_REGISTRY_FILE, false) == 0;
+}
+
 int usmc_registry_gc(void)
 {
 	if (usmc_registry_attach())
