@@ -4,6 +4,7 @@
  * (like `smcd device` and loopback-ism's sysfs counters in seed 003).
  */
 #include "dev.h"
+#include "guard.h"
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
@@ -64,6 +65,8 @@ int cmd_dev(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1)
 		if (c == 'j')
 			json = true;
+	/* The files we map may be truncated under us: guard.c's handler. */
+	usmc_real_sigaction = sigaction;
 	usable = usmc_dev_loopback.probe();
 	f = usmc_stats_map();
 	if (f) {

@@ -7,6 +7,7 @@
  * connections[].
  */
 #include "registry.h"
+#include "guard.h"
 #include "rundir.h"
 #include "stats.h"
 #include "usmc.h"
@@ -112,6 +113,8 @@ int cmd_stat(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* The files we map may be truncated under us: guard.c's handler. */
+	usmc_real_sigaction = sigaction;
 	f = usmc_stats_map();
 	if (!f && usmc_rundir_problem()[0]) {
 		/* Every connection of this user falls back (rundir_unusable)

@@ -29,6 +29,15 @@ BUILD_BUG_ON(offsetof(struct usmc_clc_index, e) != 4096);
 static struct usmc_clc_ln *ln_cache;
 
 /*
+ * Compare-and-swap loops on an entry word: a peer moves a word through a
+ * few states at most, so an honest loop ends within a handful of tries.
+ * One that does not faces a process rewriting the word on purpose: it
+ * gives up (index_busy, TCP) instead of spinning for as long as that
+ * process likes.
+ */
+#define CLC_CAS_TRIES	64
+
+/*
  * The index is sparse (16 MB, touched a page at a time as client ports
  * come and go).  Before the first write into a page we back it with
  * fallocate(2), so a full tmpfs makes the handshake fall back instead of
@@ -334,6 +343,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 {
 	uint64_t h = tuple_hash(&p->client), w, claim;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
+	unsigned int tries;
 	uint32_t d;
 
 	if (ln_poisoned(ln))
@@ -344,7 +354,9 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
-	for (;;) {
+	for (tries = 0;; tries++) {
+		if (tries == CLC_CAS_TRIES)
+			return USMC_R_INDEX_BUSY;
 		claim = CLC_WORD(h, CLC_CLAIM);
 		if (w && !mark_stale(w, p->epoch)) {
 			/* A fresh mark for our address: the server runs this
@@ -365,8 +377,9 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	d = atomic_load(&ln->idx->degraded);
 	if (d) {
 		w = claim;
-		while (is_claimed(w, h) && !atomic_compare_exchange_strong(&e->word, &w, 0))
-			;
+		for (tries = 0; tries < CLC_CAS_TRIES && is_claimed(w, h); tries++)
+			if (atomic_compare_exchange_strong(&e->word, &w, 0))
+				break;
 		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	}
 
@@ -385,10 +398,11 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	/* Publish: pairs with the acquire load in usmc_clc_match().  The
 	 * server may have added W to our claim meanwhile: keep it. */
 	w = claim;
-	while (!atomic_compare_exchange_strong_explicit(&e->word, &w,
-							(w & CLC_W) | CLC_WORD(h, CLC_PROPOSED),
-							memory_order_acq_rel, memory_order_acquire))
-		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W))
+	for (tries = 0; !atomic_compare_exchange_strong_explicit(&e->word, &w,
+								  (w & CLC_W) | CLC_WORD(h, CLC_PROPOSED),
+								  memory_order_acq_rel,
+								  memory_order_acquire); tries++)
+		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W) || tries == CLC_CAS_TRIES)
 			return USMC_R_LATE;	/* the server decided first: TCP(h) */
 	/* Truncated meanwhile: our proposal went into zero pages. */
 	if (ln_poisoned(ln))
@@ -593,6 +607,7 @@ static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	uint64_t h = tuple_hash(client), w;
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
 	bool cleaned = false, waited = false, claimed;
+	unsigned int tries = 0;
 	char name[64];
 
 	/* Unbacked page: nobody proposed here (a client backs it first).
@@ -608,7 +623,9 @@ static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		if (!entry_readable(ln, e))
 			return USMC_R_MEM;
 	}
-	for (;;) {
+	for (;; tries++) {
+		if (tries == CLC_CAS_TRIES)
+			return USMC_R_INDEX_BUSY;
 		w = LOAD_ACQUIRE(&e->word);
 		if (is_proposed(w, h)) {
 			shm_load_words(&copy, e, sizeof(copy));
