@@ -228,7 +228,8 @@ static int registry_gc_port(bool all, uint16_t port)
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
 		struct usmc_reg_listener copy;
 
-		if (!all && LOAD_RELAXED(&r->l[i].addr.port) != port)
+		/* A cheap look first; the seqlock copy decides. */
+		if (!all && r->l[i].addr.port != port)
 			continue;
 		if (!usmc_registry_listener_read(&r->l[i], &copy) ||
 		    (!all && copy.addr.port != port) || !listener_dead(&copy))
