@@ -23,16 +23,22 @@ static unsigned int live_lgrs(unsigned int *refused)
 	struct dirent *de;
 	unsigned int n = 0;
 	DIR *d;
+	int fd;
 
 	*refused = 0;
 	if (usmc_rundir_init())
 		return 0;
-	d = opendir(usmc_rundir_path());
-	if (!d)
+	/* The directory we checked, not whatever its path names now. */
+	fd = openat(usmc_rundir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
 	while ((de = readdir(d))) {
 		char path[300];
-		int fd;
 
 		if (strncmp(de->d_name, "lg-", 3))
 			continue;

@@ -215,12 +215,14 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 	if (reason)
 		return reason;
 	rc = usmc_clc_ln_get(rec.id, ln);
-	if (rc) {
-		/* Registered but dead, or its index unusable (truncated,
-		 * planted): clean up so the next connect is quick. */
+	if (rc == -ESRCH || rc == -ENOENT || rc == -EINVAL) {
+		/* Registered but dead, or its index planted (no regular
+		 * file): clean up so the next connect is quick. */
 		usmc_registry_gc();
-		return rc == -ESRCH || rc == -ENOENT ? USMC_R_PEER_GONE : USMC_R_RUNDIR;
+		return rc == -EINVAL ? USMC_R_RUNDIR : USMC_R_PEER_GONE;
 	}
+	if (rc)
+		return USMC_R_RUNDIR;	/* truncated, untrusted: its owner lives */
 	return 0;
 }
 
