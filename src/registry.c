@@ -378,7 +378,8 @@ static bool uid_policy_ok(const struct usmc_reg_listener *l)
 	return l->uid == (uint32_t)geteuid() || l->allow_all;
 }
 
-static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out);
+static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out,
+			  bool *several);
 
 /*
  * More than one candidate is usually a listener that died without removing
@@ -387,14 +388,16 @@ static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener 
  */
 int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out)
 {
-	int reason = registry_match(dst, out);
+	bool several = false;
+	int reason = registry_match(dst, out, &several);
 
-	if (reason == USMC_R_UNCERTAIN && registry_gc_port(false, dst->port))
-		reason = registry_match(dst, out);
+	if (several && registry_gc_port(false, dst->port))
+		reason = registry_match(dst, out, &several);
 	return reason;
 }
 
-static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out)
+static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out,
+			  bool *several)
 {
 	struct usmc_reg_listener copy = { 0 }, same = { 0 }, cross = { 0 };
 	int nsame = 0, ncross = 0, reason = USMC_R_PEER_NOT_USMC, i;
@@ -446,7 +449,8 @@ static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener 
 		}
 	}
 	/* More than one candidate: the kernel picks, we cannot know which. */
-	if (nsame > 1 || (!nsame && ncross > 1))
+	*several = nsame > 1 || (!nsame && ncross > 1);
+	if (*several)
 		return USMC_R_UNCERTAIN;
 	if (nsame == 1) {
 		*out = same;
