@@ -219,8 +219,10 @@ def only(rundir, prefix):
     return rundir.path / names[0]
 
 
-def fallbacks(rundir):
-    return rundir.stat()["tcp_fallback"]
+def report(what, st):
+    """The counters that show the attack (pytest -s prints them)."""
+    print("\n%s: smc_client=%d smc_server=%d tcp_conns=%d tcp_fallback=%s" % (
+        what, st["smc_client"], st["smc_server"], st["tcp_conns"], st["tcp_fallback"]))
 
 
 # --------------------------------------------------------------------------
@@ -257,6 +259,7 @@ def test_truncated_shared_file(rundir, procs, kit, target):
         assert st["smc_client"] >= 2, h.fmt_stat(st)
     else:
         fb = rundir.settle(lambda s: s["tcp_fallback"].get("rundir_unusable", 0) >= 1)
+        report("truncated %s" % target, fb)
         assert fb["tcp_fallback"].get("rundir_unusable", 0) >= 1, h.fmt_stat(fb)
         # `usmc stat` (just run) removed a truncated registry: a server
         # that listens from now on accelerates again.
@@ -305,6 +308,7 @@ def test_truncated_index_nginx(rundir, procs, kit, tmp_path):
         download("curl-after-%d" % i)
     assert_alive(server)
     st = rundir.settle(lambda s: s["tcp_fallback"].get("rundir_unusable", 0) >= 3)
+    report("nginx index truncated", st)
     assert st["tcp_fallback"].get("rundir_unusable", 0) >= 3, h.fmt_stat(st)
     assert st["smc_client"] >= 1, h.fmt_stat(st)
 
@@ -327,6 +331,7 @@ def test_full_tmpfs_before_listen(rundir, procs, kit, mnt, other):
     finish(c)
     assert_alive(server)
     st = rundir.settle(lambda s: s["tcp_conns"] >= 6)
+    report("tmpfs filled by another user", st)
     assert st["smc_conns"] == 0, h.fmt_stat(st)
     assert st["tcp_fallback"].get("out_of_memory", 0) >= 3, h.fmt_stat(st)
 
@@ -347,6 +352,7 @@ def test_forged_entries_owned_by_fifo(rundir, procs, kit):
     finish(c)
     assert_alive(server)
     st = rundir.settle(lambda s: s["tcp_conns"] >= 1)
+    report("forged entries, lg-X/mem a FIFO", st)
     assert st["tcp_fallback"].get("rundir_unusable", 0) >= 1, h.fmt_stat(st)
 
 
@@ -363,6 +369,7 @@ def test_dead_listener_index_is_fifo(rundir, procs, kit):
     c = client(procs, kit, rundir, port)
     finish(c)
     st = rundir.settle(lambda s: s["tcp_conns"] >= 3)
+    report("dead listener's index a FIFO", st)
     assert st["smc_conns"] == 0, h.fmt_stat(st)
     assert st["tcp_fallback"].get("rundir_unusable", 0) >= 1, h.fmt_stat(st)
 
@@ -425,6 +432,7 @@ def test_shared_dir_planted_registry(procs, kit, mnt, other):
     finish(c)
     assert_alive(server)
     st = rd.settle(lambda s: s["tcp_fallback"].get("rundir_unusable", 0) >= 4)
+    report("planted 0666 registry, then truncated", st)
     assert st["tcp_fallback"].get("rundir_unusable", 0) >= 4, h.fmt_stat(st)
 
 
@@ -447,6 +455,7 @@ def test_restart_after_sigkill_accelerates(rundir, procs, kit):
     c = client(procs, kit, rundir, port, seed=5, name="check-restarted")
     finish(c)
     st = rundir.settle(h.accel_pred(3))
+    report("restarted after SIGKILL", st)
     h.assert_accelerated(st, clients=3, diag=server2.diag())
 
 
