@@ -386,6 +386,28 @@ def test_cli_with_fifo_in_link_group(rundir, procs, kit):
     assert (rundir.path / "lg-0000000000000bad" / "mem").exists()
 
 
+@pytest.mark.timeout(90, method="signal")
+def test_symlink_at_registry(rundir, procs, kit, tmp_path):
+    """The registry replaced by a symlink to a file of the victim's: never
+    followed, never written, left in place; TCP with a counted reason."""
+    rundir.stat()
+    precious = tmp_path / "precious"
+    data = b"must never change\n" * 1000
+    precious.write_bytes(data)
+    attack(kit, "symlink", rundir.path / h.REGISTRY_FILE, precious)
+    port = h.free_port()
+    server = procs.start("redis-server", ["redis-server", "--save", "", "--appendonly", "no",
+                                          "--port", port, "--bind", "127.0.0.1"], venv(rundir))
+    h.wait_listen(server, port, usmc=False)
+    finish(client(procs, kit, rundir, port))
+    assert_alive(server)
+    assert precious.read_bytes() == data
+    assert (rundir.path / h.REGISTRY_FILE).is_symlink()
+    st = rundir.settle(lambda s: s["tcp_conns"] >= 6)
+    report("registry a symlink", st)
+    assert st["tcp_fallback"] == {"rundir_unusable": 6}, h.fmt_stat(st)
+
+
 # --------------------------------------------------------------------------
 # Row 8: forged "client inside connect()" announcements
 # --------------------------------------------------------------------------
