@@ -126,9 +126,9 @@ int usmc_rundir_init(void)
 	    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) ||
 	    (dflt && (st.st_uid != geteuid() || (st.st_mode & 0077)))) {
 		snprintf(rundir_why, sizeof(rundir_why),
-			 "not safe: owned by uid %u, mode %04o (this user is uid %u)",
+			 "is not safe: owned by uid %u, mode %04o (this user is uid %u)",
 			 (unsigned)st.st_uid, (unsigned)st.st_mode & 07777, (unsigned)geteuid());
-		usmc_dbg(1, "runtime directory %s is %s", rundir_path, rundir_why);
+		usmc_dbg(1, "runtime directory %s %s", rundir_path, rundir_why);
 		usmc_ifd_close(dfd);
 		rc = -EPERM;
 		goto out;
