@@ -29,7 +29,8 @@ _Atomic(struct usmc_counters *) usmc_ctr = &dummy_ctr;
 
 static struct usmc_stats_file *stats_file;
 static int stats_fd = -1;
-static int stats_guard = -1;	/* guard.c handle of stats_file's mapping */
+/* guard.c handle of stats_file's mapping (read lock-free per connection) */
+static _Atomic int stats_guard = -1;
 static _Atomic int my_slot = -1;	/* published after usmc_ctr (seq_cst) */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -353,7 +354,7 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 	struct usmc_stats_file *f = stats_file;
 	unsigned int start, k;
 
-	if (unlikely(usmc_guard_poisoned(stats_guard))) {
+	if (unlikely(usmc_guard_poisoned(LOAD_RELAXED(&stats_guard)))) {
 		stats_drop_poisoned();
 		return NULL;
 	}
