@@ -4,6 +4,7 @@
  * (like `smcd device` and loopback-ism's sysfs counters in seed 003).
  */
 #include "dev.h"
+#include "guard.h"
 #include "rundir.h"
 #include "stats.h"
 #include "sys.h"
@@ -14,26 +15,37 @@
 #include <getopt.h>
 #include <stdio.h>
 
-/* Link groups in the runtime directory whose owner is alive. */
-static unsigned int live_lgrs(void)
+/* Link groups in the runtime directory whose owner is alive; *refused:
+ * lg-* entries whose memory is no object of ours (wrong type, owner or
+ * mode: planted), which are never opened beyond a non-blocking fstat. */
+static unsigned int live_lgrs(unsigned int *refused)
 {
 	struct dirent *de;
 	unsigned int n = 0;
 	DIR *d;
+	int fd;
 
+	*refused = 0;
 	if (usmc_rundir_init())
 		return 0;
-	d = opendir(usmc_rundir_path());
-	if (!d)
+	/* The directory we checked, not whatever its path names now. */
+	fd = openat(usmc_rundir_fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
 	while ((de = readdir(d))) {
 		char path[300];
-		int fd;
 
 		if (strncmp(de->d_name, "lg-", 3))
 			continue;
 		snprintf(path, sizeof(path), "%s/mem", de->d_name);
 		fd = usmc_rundir_open(path, O_RDONLY, 0);
+		if (fd == -EINVAL || fd == -EPERM)
+			(*refused)++;
 		if (fd < 0)
 			continue;
 		if (usmc_lock_held(fd, 0))
@@ -52,13 +64,15 @@ int cmd_dev(int argc, char **argv)
 	};
 	struct usmc_counters_snapshot s;
 	struct usmc_stats_file *f;
-	unsigned int lgrs, conns = 0, i;
+	unsigned int lgrs, conns = 0, refused, i;
 	bool json = false, usable;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1)
 		if (c == 'j')
 			json = true;
+	/* The files we map may be truncated under us: guard.c's handler. */
+	usmc_real_sigaction = sigaction;
 	usable = usmc_dev_loopback.probe();
 	f = usmc_stats_map();
 	if (f) {
@@ -71,7 +85,7 @@ int cmd_dev(int argc, char **argv)
 	} else {
 		memset(&s, 0, sizeof(s));
 	}
-	lgrs = live_lgrs();
+	lgrs = live_lgrs(&refused);
 #define CTR(field) ((unsigned long long)s.v[offsetof(struct usmc_counters, field) / 8])
 	if (json) {
 		printf("{\"devices\": [\n");
@@ -80,9 +94,9 @@ int cmd_dev(int argc, char **argv)
 		json_str(usmc_rundir_path());
 		printf(", \"link_groups\": %u, \"connections\": %u, \"lgr_created\": %llu, "
 		       "\"lgr_attached\": %llu, \"dmbs_registered\": %llu, \"dmbs_reused\": %llu, "
-		       "\"xfer_bytes\": %llu, \"doorbells\": %llu},\n",
+		       "\"xfer_bytes\": %llu, \"doorbells\": %llu, \"refused_objects\": %u},\n",
 		       lgrs, conns, CTR(lgr_created), CTR(lgr_attached), CTR(dmbs_registered),
-		       CTR(dmbs_reused), CTR(tx_bytes), CTR(doorbells));
+		       CTR(dmbs_reused), CTR(tx_bytes), CTR(doorbells), refused);
 		printf("  {\"name\": \"ivshmem\", \"type\": \"SMC-D\", \"id\": %d, \"usable\": false},\n",
 		       USMC_DEV_IVSHMEM);
 		printf("  {\"name\": \"rdma\", \"type\": \"SMC-R\", \"id\": %d, \"usable\": false}\n",
@@ -98,6 +112,9 @@ int cmd_dev(int argc, char **argv)
 	printf("%-9s %-6s %-4d %-8s\n", "ivshmem", "SMC-D", USMC_DEV_IVSHMEM, "absent");
 	printf("%-9s %-6s %-4d %-8s\n", "rdma", "SMC-R", USMC_DEV_RDMA, "absent");
 	printf("\nrundir %s\n", usmc_rundir_path());
+	if (refused)
+		printf("%u link group(s) refused: memory of the wrong type, owner or mode "
+		       "(planted by someone else; never used)\n", refused);
 #undef CTR
 	return 0;
 }

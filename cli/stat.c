@@ -7,6 +7,7 @@
  * connections[].
  */
 #include "registry.h"
+#include "guard.h"
 #include "rundir.h"
 #include "stats.h"
 #include "usmc.h"
@@ -119,7 +120,18 @@ int cmd_stat(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* The files we map may be truncated under us: guard.c's handler. */
+	usmc_real_sigaction = sigaction;
 	f = usmc_stats_map();
+	if (!f && usmc_rundir_problem()[0]) {
+		/* Every connection of this user falls back (rundir_unusable)
+		 * and no counter can be kept: say why and what to do. */
+		fprintf(stderr, "usmc stat: runtime directory %s %s\n"
+			"usmc stat: acceleration is off (rundir_unusable); remove it, or use a "
+			"directory of your own: usmc run -R DIR, or USMC_RUNDIR=DIR\n",
+			usmc_rundir_path(), usmc_rundir_problem());
+		return 1;
+	}
 	if (!f) {
 		fprintf(stderr, "usmc stat: %s: %s\n",
 			usmc_rundir_path()[0] ? usmc_rundir_path() : "runtime directory",
@@ -128,6 +140,7 @@ int cmd_stat(int argc, char **argv)
 	}
 	/* Fold processes that died, drop their link groups and listeners. */
 	usmc_stats_gc(f, usmc_stats_fd());
+	usmc_registry_repair();
 	usmc_registry_gc();
 	usmc_rundir_gc();
 	if (reset) {

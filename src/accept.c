@@ -224,7 +224,8 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	if (!lsk->lst) {
 		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
 			 USMC_R_DISABLED :
-			 sk_flag(lsk, SKF_HANDED) ? USMC_R_HANDOVER : USMC_R_RUNDIR;
+			 sk_flag(lsk, SKF_HANDED) ? USMC_R_HANDOVER :
+			 lsk->lst_reason ? lsk->lst_reason : USMC_R_RUNDIR;
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);

@@ -294,11 +294,14 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 	if (reason)
 		return reason;
 	rc = usmc_clc_ln_get(rec.id, ln);
-	if (rc) {
-		/* Registered but dead: clean up so the next connect is quick. */
+	if (rc == -ESRCH || rc == -ENOENT || rc == -EINVAL) {
+		/* Registered but dead, or its index planted (no regular
+		 * file): clean up so the next connect is quick. */
 		usmc_registry_gc();
-		return USMC_R_PEER_GONE;
+		return rc == -EINVAL ? USMC_R_RUNDIR : USMC_R_PEER_GONE;
 	}
+	if (rc)
+		return USMC_R_RUNDIR;	/* truncated, untrusted: its owner lives */
 	return 0;
 }
 
@@ -474,9 +477,15 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 		return 0;
 	if (usmc_opt.disable || !usmc_port_allowed(sk->bound.port))
 		return 0;
-	if (usmc_registry_attach() || usmc_clc_ln_create(&sk->lst)) {
-		usmc_dbg(1, "listen %s: not registered (runtime directory unusable)",
-			 usmc_addr_str(&sk->bound, a, sizeof(a)));
+	rc = usmc_registry_attach();
+	if (!rc)
+		rc = usmc_clc_ln_create(&sk->lst);
+	if (rc) {
+		/* A full tmpfs: the index header could not be backed. */
+		sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
+		usmc_dbg(1, "listen %s: not registered (%s)",
+			 usmc_addr_str(&sk->bound, a, sizeof(a)),
+			 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
 		return 0;
 	}
 	memset(&rec, 0, sizeof(rec));
@@ -503,12 +512,10 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 			rec.flags |= USMC_REG_F_V6ONLY;
 	}
 	usmc_registry_publish_addrs(true);
-	/* A listener on this port that died without closing (killed) left
-	 * its record behind; beside ours it would make every client's match
-	 * ambiguous (uncertain_route).  A server restarted on the same
-	 * address, or a child that listens again on the socket its dead
-	 * predecessor served (Varnish's cache child), finds it here. */
-	usmc_registry_gc_port(sk->bound.port);
+	/* usmc_registry_add() first drops the dead records of this port: a
+	 * server restarted on the same address, or a child that listens again
+	 * on the socket its dead predecessor served (Varnish's cache child),
+	 * never sits next to its killed predecessor's record. */
 	sk->reg_idx = usmc_registry_add(&rec);
 	if (sk->reg_idx < 0) {
 		usmc_dbg(1, "listen %s: registry full", usmc_addr_str(&sk->bound, a, sizeof(a)));

@@ -9,6 +9,7 @@
  * is the linearisation point of "matched": a concurrent withdraw fails.
  */
 #include "clc.h"
+#include "guard.h"
 #include "log.h"
 #include "rundir.h"
 #include "shm.h"
@@ -26,6 +27,15 @@ BUILD_BUG_ON(sizeof(struct usmc_clc_entry) != 64);
 BUILD_BUG_ON(offsetof(struct usmc_clc_index, e) != 4096);
 
 static struct usmc_clc_ln *ln_cache;
+
+/*
+ * Compare-and-swap loops on an entry word: a peer moves a word through a
+ * few states at most, so an honest loop ends within a handful of tries.
+ * One that does not faces a process rewriting the word on purpose: it
+ * gives up (index_busy, TCP) instead of spinning for as long as that
+ * process likes.
+ */
+#define CLC_CAS_TRIES	64
 
 /*
  * The index is sparse (16 MB, touched a page at a time as client ports
@@ -91,6 +101,31 @@ static struct usmc_clc_entry *entry_of(struct usmc_clc_ln *ln, const struct usmc
 	return &ln->idx->e[a->port][h % USMC_CLC_WAYS];
 }
 
+/* Map the index and guard the mapping (guard.c): from then on a truncation
+ * by anyone poisons it instead of killing us. */
+static int ln_map(struct usmc_clc_ln *ln, int fd)
+{
+	ln->idx = usmc_map_shared(fd, sizeof(struct usmc_clc_index));
+	if (!ln->idx)
+		return errno ? -errno : -ENOMEM;
+	ln->guard = usmc_guard_add(ln->idx, sizeof(struct usmc_clc_index));
+	return 0;
+}
+
+static void ln_unmap(struct usmc_clc_ln *ln)
+{
+	usmc_guard_del(ln->guard);
+	munmap(ln->idx, sizeof(struct usmc_clc_index));
+	ln->idx = NULL;
+}
+
+/* Did someone truncate the index under us?  Then it holds zeros (guard.c)
+ * and decides nothing any more: every caller answers rundir_unusable. */
+static bool ln_poisoned(const struct usmc_clc_ln *ln)
+{
+	return usmc_guard_poisoned(ln->guard);
+}
+
 static void ln_name(char *buf, size_t len, uint64_t id, bool tmp)
 {
 	snprintf(buf, len, "%sln-%016llx", tmp ? "t-" : "", (unsigned long long)id);
@@ -106,6 +141,7 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 	ln = calloc(1, sizeof(*ln));
 	if (!ln)
 		return -ENOMEM;
+	ln->guard = -1;
 	ln->id = usmc_random64();
 	ln_name(tmp, sizeof(tmp), ln->id, true);
 	ln_name(name, sizeof(name), ln->id, false);
@@ -114,10 +150,16 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 		rc = fd;
 		goto err_free;
 	}
-	if (ftruncate(fd, (off_t)len) || !(ln->idx = usmc_map_shared(fd, len))) {
+	/* The header page is written now: backed first, so a full tmpfs
+	 * fails the listener's registration instead of faulting. */
+	if (ftruncate(fd, (off_t)len) || fallocate(fd, 0, 0, 4096)) {
 		rc = -errno;
 		goto err_unlink;
 	}
+	atomic_fetch_or(&ln->backed[0], 1);
+	rc = ln_map(ln, fd);
+	if (rc)
+		goto err_unlink;
 	rc = usmc_lock_take(fd, 0);
 	if (rc)
 		goto err_unmap;
@@ -135,7 +177,7 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 	return 0;
 
 err_unmap:
-	munmap(ln->idx, len);
+	ln_unmap(ln);
 err_unlink:
 	usmc_ifd_close(fd);
 	usmc_rundir_unlink(tmp, false);
@@ -173,7 +215,7 @@ void usmc_clc_ln_put(struct usmc_clc_ln *ln)
 {
 	if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
 		return;
-	munmap(ln->idx, sizeof(struct usmc_clc_index));
+	ln_unmap(ln);
 	usmc_ifd_close(ln->fd);
 	free(ln);
 }
@@ -184,7 +226,7 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 	struct usmc_clc_ln *ln;
 	char name[64];
 	struct stat st;
-	int fd;
+	int fd, rc;
 
 	ln_name(name, sizeof(name), id, false);
 	fd = usmc_rundir_open(name, O_RDWR, 0);
@@ -199,16 +241,16 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 		usmc_ifd_close(fd);
 		return -ENOMEM;
 	}
-	ln->idx = usmc_map_shared(fd, len);
-	if (!ln->idx) {
+	rc = ln_map(ln, fd);
+	if (rc) {
 		usmc_ifd_close(fd);
 		free(ln);
-		return -ENOMEM;
+		return rc;
 	}
 	/* The header is owner-written and immutable after publication. */
 	if (LOAD_ACQUIRE((_Atomic uint64_t *)&ln->idx->magic) != USMC_CLC_MAGIC ||
-	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id) {
-		munmap(ln->idx, len);
+	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id || ln_poisoned(ln)) {
+		ln_unmap(ln);
 		usmc_ifd_close(fd);
 		free(ln);
 		return -EBADMSG;
@@ -226,15 +268,17 @@ int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
 	struct usmc_clc_ln *ln;
 	struct stat st;
 
-	if (fstat(fd, &st) || (size_t)st.st_size != len)
+	if (usmc_rundir_check(fd, false, &st) || (size_t)st.st_size != len)
 		return -EBADMSG;
 	ln = calloc(1, sizeof(*ln));
 	if (!ln)
 		return -ENOMEM;
-	ln->idx = usmc_map_shared(fd, len);
-	if (!ln->idx || ln->idx->id != id) {
-		if (ln->idx)
-			munmap(ln->idx, len);
+	if (ln_map(ln, fd)) {
+		free(ln);
+		return -EBADMSG;
+	}
+	if (ln->idx->id != id || ln_poisoned(ln)) {
+		ln_unmap(ln);
 		free(ln);
 		return -EBADMSG;
 	}
@@ -264,11 +308,12 @@ int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 		ln_cache = ln;
 		pp = &ln_cache;
 	}
-	/* Liveness: the owner family holds the lock for as long as it lives. */
-	if (LOAD_ACQUIRE(&ln->idx->closed) || !usmc_lock_held(ln->fd, 0)) {
+	/* Liveness: the owner family holds the lock for as long as it lives.
+	 * A truncated index is dropped: the next lookup opens it afresh. */
+	if (ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed) || !usmc_lock_held(ln->fd, 0)) {
+		rc = ln_poisoned(ln) ? -EBADMSG : -ESRCH;
 		*pp = ln->next;
 		usmc_clc_ln_put(ln);
-		rc = -ESRCH;
 		goto out;
 	}
 	*out = usmc_clc_ln_ref(ln);
@@ -298,15 +343,20 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 {
 	uint64_t h = tuple_hash(&p->client), w, claim;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
+	unsigned int tries;
 	uint32_t d;
 
+	if (ln_poisoned(ln))
+		return USMC_R_RUNDIR;
 	d = LOAD_ACQUIRE(&ln->idx->degraded);
 	if (d)
 		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
-	for (;;) {
+	for (tries = 0;; tries++) {
+		if (tries == CLC_CAS_TRIES)
+			return USMC_R_INDEX_BUSY;
 		claim = CLC_WORD(h, CLC_CLAIM);
 		if (w && !mark_stale(w, p->epoch)) {
 			/* A fresh mark for our address: the server runs this
@@ -327,8 +377,9 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	d = atomic_load(&ln->idx->degraded);
 	if (d) {
 		w = claim;
-		while (is_claimed(w, h) && !atomic_compare_exchange_strong(&e->word, &w, 0))
-			;
+		for (tries = 0; tries < CLC_CAS_TRIES && is_claimed(w, h); tries++)
+			if (atomic_compare_exchange_strong(&e->word, &w, 0))
+				break;
 		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
 	}
 
@@ -347,11 +398,15 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	/* Publish: pairs with the acquire load in usmc_clc_match().  The
 	 * server may have added W to our claim meanwhile: keep it. */
 	w = claim;
-	while (!atomic_compare_exchange_strong_explicit(&e->word, &w,
-							(w & CLC_W) | CLC_WORD(h, CLC_PROPOSED),
-							memory_order_acq_rel, memory_order_acquire))
-		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W))
+	for (tries = 0; !atomic_compare_exchange_strong_explicit(&e->word, &w,
+								  (w & CLC_W) | CLC_WORD(h, CLC_PROPOSED),
+								  memory_order_acq_rel,
+								  memory_order_acquire); tries++)
+		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W) || tries == CLC_CAS_TRIES)
 			return USMC_R_LATE;	/* the server decided first: TCP(h) */
+	/* Truncated meanwhile: our proposal went into zero pages. */
+	if (ln_poisoned(ln))
+		return USMC_R_RUNDIR;
 	*wake = w & CLC_W;
 	return 0;
 }
@@ -399,19 +454,13 @@ void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot)
 		STORE_RELEASE(&ln->idx->connecting[slot], 0);
 }
 
-static bool lgr_owner_alive(uint64_t lgr_id)
+/* The owner of link group lgr_id (lg-ID/mem's lock); never blocks. */
+static enum usmc_owner lgr_owner(uint64_t lgr_id)
 {
 	char name[64];
-	bool alive;
-	int fd;
 
 	snprintf(name, sizeof(name), "lg-%016llx/mem", (unsigned long long)lgr_id);
-	fd = usmc_rundir_open(name, O_RDONLY, 0);
-	if (fd < 0)
-		return fd != -ENOENT;
-	alive = usmc_lock_held(fd, 0);
-	usmc_ifd_close(fd);
-	return alive;
+	return usmc_rundir_owner_alive(name);
 }
 
 /*
@@ -461,6 +510,14 @@ static void wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 				snap[i] = 0;	/* another connection's client */
 				continue;
 			}
+			/* A client stores its link group before its token
+			 * (release, pairs with our acquire load of t): a token
+			 * without one was forged.  Cleared at first sight. */
+			if (t > 1 && !LOAD_RELAXED(&x->connecting_lgr[i])) {
+				atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
+				snap[i] = 0;
+				continue;
+			}
 			busy = true;
 			if (LOAD_RELAXED(&x->connecting_cpu[i]) == here)
 				same_cpu = true;
@@ -470,12 +527,24 @@ static void wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 		now = usmc_now_ns();
 		if (!start)
 			start = last_check = now;
-		if (now - start > limit_ns)
+		if (now - start > limit_ns) {
+			/* An announcement that outlived a whole decision wait is
+			 * cleared, so that it holds up one decision at most (a
+			 * client stopped that long loses its acceleration to our
+			 * mark, never agreement). */
+			for (i = 0; limit_ns >= CLC_DECIDE_WAIT_NS && i < USMC_CLC_CONNECTING; i++) {
+				uint64_t t = snap[i];
+
+				if (t > 1)
+					atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
+			}
 			return;
+		}
 		if (now - last_check > 200000) {
 			last_check = now;
 			for (i = 0; i < USMC_CLC_CONNECTING; i++) {
 				uint64_t t = snap[i], id;
+				enum usmc_owner o;
 
 				/* Still "being written" long after we looked: its
 				 * writer died between its two stores (three stores, no
@@ -490,7 +559,8 @@ static void wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 				if (t <= 1)
 					continue;
 				id = LOAD_ACQUIRE(&x->connecting_lgr[i]);
-				if (id && !lgr_owner_alive(id))
+				o = lgr_owner(id);
+				if (o == USMC_OWNER_DEAD || o == USMC_OWNER_PLANTED)
 					atomic_compare_exchange_strong(&x->connecting[i], &t, 0);
 			}
 		}
@@ -530,30 +600,15 @@ int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *c
 	return 0;
 }
 
-/* Is the link group a stale CLAIM/PROPOSED entry points at still owned? */
-static bool entry_owner_alive(const struct usmc_clc_entry *e)
-{
-	char name[64];
-	int fd;
-	bool alive;
-
-	snprintf(name, sizeof(name), "lg-%016llx/mem",
-		 (unsigned long long)LOAD_RELAXED((_Atomic uint64_t *)&e->lgr_id));
-	fd = usmc_rundir_open(name, O_RDONLY, 0);
-	if (fd < 0)
-		return fd != -ENOENT;
-	alive = usmc_lock_held(fd, 0);
-	usmc_ifd_close(fd);
-	return alive;
-}
-
-int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
-		   struct usmc_clc_prop *p, int how)
+static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
+		 struct usmc_clc_prop *p, int how, bool *planted)
 {
 	bool decide = how == CLC_DECIDE;
 	uint64_t h = tuple_hash(client), w;
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
 	bool cleaned = false, waited = false, claimed;
+	unsigned int tries = 0;
+	char name[64];
 
 	/* Unbacked page: nobody proposed here (a client backs it first).
 	 * Deciding TCP, or waiting undecided, needs a mark we cannot write:
@@ -568,7 +623,9 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		if (!entry_readable(ln, e))
 			return USMC_R_MEM;
 	}
-	for (;;) {
+	for (;; tries++) {
+		if (tries == CLC_CAS_TRIES)
+			return USMC_R_INDEX_BUSY;
 		w = LOAD_ACQUIRE(&e->word);
 		if (is_proposed(w, h)) {
 			shm_load_words(&copy, e, sizeof(copy));
@@ -626,14 +683,45 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 				return USMC_CLC_PENDING;
 			return claimed ? USMC_R_LATE : USMC_R_PEER_NOT_USMC;
 		}
-		/* Another 4-tuple holds the entry; reclaim it if its owner died. */
-		if (!cleaned && !entry_owner_alive(e)) {
-			cleaned = true;
-			atomic_compare_exchange_strong(&e->word, &w, 0);
-			continue;
+		/* Another 4-tuple holds the entry; reclaim it if its owner
+		 * died, or if what it names is no link group at all. */
+		if (!cleaned) {
+			enum usmc_owner o;
+
+			snprintf(name, sizeof(name), "lg-%016llx/mem", (unsigned long long)
+				 LOAD_RELAXED((_Atomic uint64_t *)&e->lgr_id));
+			o = usmc_rundir_owner_alive(name);
+			*planted |= o == USMC_OWNER_PLANTED;
+			if (o == USMC_OWNER_DEAD || o == USMC_OWNER_PLANTED) {
+				/* Planted: decide TCP now (a fresh mark), so the
+				 * reason is counted for this very connection. */
+				if (o == USMC_OWNER_PLANTED && how != CLC_PEEK)
+					decide = true;
+				cleaned = true;
+				atomic_compare_exchange_strong(&e->word, &w, 0);
+				continue;
+			}
 		}
 		return USMC_R_INDEX_BUSY;
 	}
+}
+
+int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
+		   struct usmc_clc_prop *p, int how)
+{
+	bool planted = false;
+	int rc;
+
+	if (ln_poisoned(ln))
+		return USMC_R_RUNDIR;
+	rc = match(ln, client, p, how, &planted);
+	/* Truncated under us: it holds zeros now and no proposal can come.
+	 * A planted object in our way: say so rather than "not usmc". */
+	if (rc && ln_poisoned(ln))
+		return USMC_R_RUNDIR;
+	if (planted && rc == USMC_R_PEER_NOT_USMC)
+		return USMC_R_RUNDIR;
+	return rc;
 }
 
 bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason)

@@ -132,6 +132,7 @@ struct usmc_clc_ln {
 	_Atomic int refs;
 	uint64_t id;
 	int fd;				/* ln-<id> */
+	int guard;			/* guard.c handle of the mapping (-1: none) */
 	struct usmc_clc_index *idx;
 	struct usmc_clc_ln *next;	/* client-side cache chain */
 	_Atomic uint64_t backed[(CLC_INDEX_PAGES + 63) / 64];	/* pages we fallocated */
@@ -194,7 +195,10 @@ enum {
  * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE; after
  * CLC_ACCEPT the entry says we wait, and a proposal brings a wake byte);
  * otherwise a reason (TCP: the tuple is marked TCP(h) unless the reason is
- * index_busy). */
+ * index_busy, or rundir_unusable for an index truncated under us, whose
+ * zero pages no client can post into any more).  An entry held by a
+ * planted link group (no regular file) is cleared and the connection
+ * decided at once: TCP(h), rundir_unusable. */
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		   struct usmc_clc_prop *p, int how);
 /* Server: answer a matched proposal: accept (reason 0) or decline.  false

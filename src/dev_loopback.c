@@ -253,7 +253,7 @@ static int open_bell(uint64_t id, uint32_t slot, char side)
 		return -EMFILE;
 	snprintf(path, sizeof(path), "lg-%016llx/%u%c", (unsigned long long)id, slot, side);
 	/* O_RDWR: never blocks, never EOF, and a write never raises SIGPIPE. */
-	fd = usmc_rundir_open(path, O_RDWR | O_NONBLOCK, 0);
+	fd = usmc_rundir_open_fifo(path, O_RDWR | O_NONBLOCK);
 	return fd < 0 ? fd : usmc_ifd_move_high(fd, true);
 }
 

@@ -2,15 +2,17 @@
 /*
  * guard.c - surviving a peer that shrinks shared memory under us.
  *
- * A link group is a file its owner could truncate at any time; an access
- * to a page past the new end raises SIGBUS.  Every shared mapping is
- * registered here.  Our SIGBUS handler recognises a fault inside one of
- * them, maps private zero pages over the whole mapping (the faulting
- * instruction then completes harmlessly) and marks it poisoned; the data
- * path sees the mark and resets the connections that used it.  A SIGBUS
- * anywhere else goes to the application's handler, or kills the process
- * as it would have without usmc.  The handler is async-signal-safe: a scan
- * of a fixed array and one mmap(2).
+ * A shared file (link group, registry, CLC index, statistics) can be
+ * truncated at any time by anyone who can open it; an access to a page
+ * past the new end raises SIGBUS.  Every shared mapping is registered
+ * here.  Our SIGBUS handler recognises a fault inside one of them, maps
+ * private zero pages over the whole mapping (the faulting instruction then
+ * completes harmlessly) and marks it poisoned; the owner of the mapping
+ * sees the mark and stops using it (a link group resets its connections,
+ * the registry and an index fall back to TCP, the statistics count into a
+ * dummy).  A SIGBUS anywhere else goes to the application's handler, or
+ * kills the process as it would have without usmc.  The handler is
+ * async-signal-safe: a scan of a fixed array and one mmap(2).
  */
 #include "guard.h"
 #include "log.h"
@@ -19,6 +21,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+
+/* regions[].base while its adder fills the slot in */
+#define GUARD_CLAIMED	((uintptr_t)1)
 
 struct guard_region {
 	_Atomic uintptr_t base;
@@ -44,7 +49,7 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 		uintptr_t b = LOAD_ACQUIRE(&regions[i].base);
 		size_t l = LOAD_RELAXED(&regions[i].len);
 
-		if (!b || a < b || a - b >= l)
+		if (b <= GUARD_CLAIMED || a < b || a - b >= l)
 			continue;
 		/* Ours: zero pages in place of the truncated file. */
 		if (mmap((void *)b, l, PROT_READ | PROT_WRITE,
@@ -106,10 +111,15 @@ int usmc_guard_add(void *base, size_t len)
 
 		if (LOAD_RELAXED(&regions[i].base))
 			continue;
+		/* Claim the slot before writing it: a racing add must not
+		 * overwrite the length or mark of a slot another one won. */
+		if (!atomic_compare_exchange_strong(&regions[i].base, &zero, GUARD_CLAIMED))
+			continue;
 		STORE_RELAXED(&regions[i].len, len);
 		STORE_RELAXED(&usmc_guard_poison[i], 0);
-		if (atomic_compare_exchange_strong(&regions[i].base, &zero, (uintptr_t)base))
-			return i;
+		/* pairs with the handler's acquire load of base */
+		STORE_RELEASE(&regions[i].base, (uintptr_t)base);
+		return i;
 	}
 	usmc_dbg(1, "guard: too many shared mappings");
 	return -1;

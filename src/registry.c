@@ -5,6 +5,7 @@
 #include "registry.h"
 #include "reuseport.h"
 #include "clc.h"
+#include "guard.h"
 #include "log.h"
 #include "options.h"
 #include "rundir.h"
@@ -24,10 +25,26 @@
 
 /* Published with release once mapped and checked; read with acquire. */
 static _Atomic(struct usmc_registry *) reg_ptr;
+static _Atomic int reg_guard = -1;	/* guard.c handle of the mapping */
 
+/*
+ * The registry, or NULL.  A registry truncated under us holds zero pages
+ * now (guard.c): it is dropped (left mapped, as other threads may still
+ * read it) and the next attach opens the file afresh, which refuses a
+ * truncated one (rundir_unusable).
+ */
 static inline struct usmc_registry *reg_get(void)
 {
-	return LOAD_ACQUIRE(&reg_ptr);
+	struct usmc_registry *r = LOAD_ACQUIRE(&reg_ptr);
+
+	if (unlikely(r && usmc_guard_poisoned(LOAD_RELAXED(&reg_guard)))) {
+		if (atomic_compare_exchange_strong(&reg_ptr, &r, NULL)) {
+			usmc_guard_del(LOAD_RELAXED(&reg_guard));
+			usmc_dbg(1, "registry truncated under us: unusable");
+		}
+		return NULL;
+	}
+	return r;
 }
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t netns_cached;
@@ -88,6 +105,7 @@ static int registry_open(void)
 			usmc_rundir_unlink(tmp, false);
 			return rc;
 		}
+		STORE_RELAXED(&reg_guard, usmc_guard_add(r, len));
 		r->version = USMC_PROTO_VERSION;
 		r->nlisteners = USMC_REG_LISTENERS;
 		r->nnetns = USMC_REG_NETNS;
@@ -98,20 +116,24 @@ static int registry_open(void)
 			STORE_RELEASE(&reg_ptr, r);
 			return 0;
 		}
+		usmc_guard_del(LOAD_RELAXED(&reg_guard));
 		munmap(r, len);
 		usmc_rundir_unlink(tmp, false);
 		fd = usmc_rundir_open(USMC_REGISTRY_FILE, O_RDWR, 0);
 	}
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) || (size_t)st.st_size < len || !(r = usmc_map_shared(fd, len))) {
+	if (fstat(fd, &st) || (size_t)st.st_size != len || !(r = usmc_map_shared(fd, len))) {
 		usmc_ifd_close(fd);
 		return -EBADMSG;
 	}
 	usmc_ifd_close(fd);
+	/* Guarded before the first load: the file may shrink any time. */
+	STORE_RELAXED(&reg_guard, usmc_guard_add(r, len));
 	if (LOAD_ACQUIRE((_Atomic uint64_t *)&r->magic) != USMC_REG_MAGIC ||
 	    r->version != USMC_PROTO_VERSION || r->nlisteners != USMC_REG_LISTENERS ||
-	    r->nnetns != USMC_REG_NETNS) {
+	    r->nnetns != USMC_REG_NETNS || usmc_guard_poisoned(LOAD_RELAXED(&reg_guard))) {
+		usmc_guard_del(LOAD_RELAXED(&reg_guard));
 		munmap(r, len);
 		return -EBADMSG;
 	}
@@ -178,6 +200,47 @@ bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_
 	return false;
 }
 
+/*
+ * Is record l's listener gone?  Its index is missing, is no regular file
+ * (planted), or nobody holds its lock: the owner died without removing its
+ * record (SIGKILL).  Whoever finds such a record removes it, and the dead
+ * index with it.  Never blocks (usmc_rundir_open: O_NONBLOCK, typed).
+ */
+static bool listener_dead(const struct usmc_reg_listener *l)
+{
+	char name[32];
+	enum usmc_owner o;
+
+	snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)l->id);
+	o = usmc_rundir_owner_alive(name);
+	if (o == USMC_OWNER_DEAD)
+		usmc_rundir_unlink(name, false);
+	return o == USMC_OWNER_DEAD || o == USMC_OWNER_PLANTED;
+}
+
+/* Drop dead records (all, or those of one port); returns how many. */
+static int registry_gc_port(bool all, uint16_t port)
+{
+	struct usmc_registry *r = reg_get();
+	int i, n = 0;
+
+	if (!r || (!all && !LOAD_RELAXED(&r->portcnt[port])))
+		return 0;
+	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		struct usmc_reg_listener copy;
+
+		/* A cheap look first; the seqlock copy decides. */
+		if (!all && r->l[i].addr.port != port)
+			continue;
+		if (!usmc_registry_listener_read(&r->l[i], &copy) ||
+		    (!all && copy.addr.port != port) || !listener_dead(&copy))
+			continue;
+		usmc_registry_del(i, copy.id);
+		n++;
+	}
+	return n;
+}
+
 int usmc_registry_add(const struct usmc_reg_listener *rec)
 {
 	struct usmc_reg_listener tmp = *rec;
@@ -185,6 +248,9 @@ int usmc_registry_add(const struct usmc_reg_listener *rec)
 
 	if (usmc_registry_attach())
 		return -ENOENT;
+	/* A listener that died on this port (SIGKILL) leaves its record:
+	 * remove it now, or clients would find two and stay on TCP. */
+	registry_gc_port(false, rec->addr.port);
 	for (i = 0; i < USMC_REG_LISTENERS; i++) {
 		struct usmc_reg_listener *l = &reg_get()->l[i];
 		uint64_t zero = 0;
@@ -313,7 +379,26 @@ static bool uid_policy_ok(const struct usmc_reg_listener *l)
 	return l->uid == (uint32_t)geteuid() || l->allow_all;
 }
 
+static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out,
+			  bool *several);
+
+/*
+ * More than one candidate is usually a listener that died without removing
+ * its record and one that took its port since: the dead ones are removed
+ * by the first client that finds them, and it looks again.
+ */
 int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out)
+{
+	bool several = false;
+	int reason = registry_match(dst, out, &several);
+
+	if (several && registry_gc_port(false, dst->port))
+		reason = registry_match(dst, out, &several);
+	return reason;
+}
+
+static int registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *out,
+			  bool *several)
 {
 	struct usmc_reg_listener copy = { 0 }, same = { 0 }, cross = { 0 };
 	int nsame = 0, ncross = 0, reason = USMC_R_PEER_NOT_USMC, i;
@@ -368,7 +453,8 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	}
 	/* More than one candidate: the kernel picks, we cannot know which
 	 * (a SO_REUSEPORT group of several usmc sockets, say so). */
-	if (nsame > 1 || (!nsame && ncross > 1))
+	*several = nsame > 1 || (!nsame && ncross > 1);
+	if (*several)
 		return rp ? USMC_R_REUSEPORT : USMC_R_UNCERTAIN;
 	if (nsame == 1) {
 		*out = same;
@@ -396,47 +482,29 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 	return 0;
 }
 
-/* Drop dead records (port < 0: on every port); returns how many. */
-static int registry_gc(int port)
+int usmc_registry_repair(void)
 {
-	char name[32];
-	int i, n = 0;
+	struct stat st;
+	bool bad;
+	int fd;
 
-	if (usmc_registry_attach())
+	if (reg_get() || usmc_rundir_init())
 		return 0;
-	for (i = 0; i < USMC_REG_LISTENERS; i++) {
-		struct usmc_reg_listener copy;
-		int fd;
-
-		if (!usmc_registry_listener_read(&reg_get()->l[i], &copy))
-			continue;
-		if (port >= 0 && copy.addr.port != port)
-			continue;
-		snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)copy.id);
-		fd = usmc_rundir_open(name, O_RDONLY, 0);
-		if (fd >= 0) {
-			bool alive = usmc_lock_held(fd, 0);
-
-			usmc_ifd_close(fd);
-			if (alive)
-				continue;
-		} else if (fd != -ENOENT) {
-			continue;
-		}
-		usmc_registry_del(i, copy.id);
-		n++;
-	}
-	return n;
+	fd = usmc_rundir_open(USMC_REGISTRY_FILE, O_RDONLY, 0);
+	if (fd < 0)
+		return 0;
+	bad = !fstat(fd, &st) && (size_t)st.st_size != sizeof(struct usmc_registry);
+	usmc_ifd_close(fd);
+	if (!bad)
+		return 0;
+	usmc_dbg(1, "%s truncated: removed, the next process starts a fresh one",
+		 USMC_REGISTRY_FILE);
+	return usmc_rundir_unlink(USMC_REGISTRY_FILE, false) == 0;
 }
 
 int usmc_registry_gc(void)
 {
-	return registry_gc(-1);
-}
-
-int usmc_registry_gc_port(uint16_t port)
-{
-	struct usmc_registry *r = reg_get();
-
-	return r && LOAD_RELAXED(&r->portcnt[port]) ? registry_gc(port) : 0;
+	if (usmc_registry_attach())
+		return 0;
+	return registry_gc_port(true, 0);
 }

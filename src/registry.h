@@ -86,9 +86,13 @@ bool usmc_registry_listener_read(const struct usmc_reg_listener *src,
 				 struct usmc_reg_listener *dst);
 bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst);
 
+/* CLI: a registry of the wrong size was truncated by someone (ours are
+ * published full size) and every lookup in it fails (rundir_unusable):
+ * remove it, so that the next process starts a fresh one.  Its listeners
+ * were unreachable already; they register again when they listen again.
+ * Returns 1 when removed. */
+int usmc_registry_repair(void);
 /* Drop records whose listener index is gone or unlocked; returns count. */
 int usmc_registry_gc(void);
-/* The same for the records of one port (none while not attached). */
-int usmc_registry_gc_port(uint16_t port);
 
 #endif

@@ -62,7 +62,15 @@ static bool uid_allowed(uid_t uid)
 
 bool usmc_rundir_owner_ok(const struct stat *st)
 {
-	return uid_allowed(st->st_uid);
+	return uid_allowed(st->st_uid) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* Why the directory was refused (for `usmc stat`); empty while usable. */
+static char rundir_why[160];
+
+const char *usmc_rundir_problem(void)
+{
+	return rundir_why;
 }
 
 static void default_path(char *buf, size_t len)
@@ -107,13 +115,20 @@ int usmc_rundir_init(void)
 	dfd = open(rundir_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		rc = -errno;
+		snprintf(rundir_why, sizeof(rundir_why), "cannot be opened: %s%s", strerror(errno),
+			 errno == ELOOP || errno == ENOTDIR ? " (not a directory of ours)" : "");
 		usmc_dbg(1, "runtime directory %s: open: %s", rundir_path, strerror(errno));
 		goto out;
 	}
+	/* Others may write a directory only when they cannot rename or
+	 * remove what is ours in it (sticky, like /tmp). */
 	if (fstat(dfd, &st) || !S_ISDIR(st.st_mode) || !uid_allowed(st.st_uid) ||
+	    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) ||
 	    (dflt && (st.st_uid != geteuid() || (st.st_mode & 0077)))) {
-		usmc_dbg(1, "runtime directory %s is not safe (owner %u mode %o)",
-			 rundir_path, (unsigned)st.st_uid, (unsigned)st.st_mode & 07777);
+		snprintf(rundir_why, sizeof(rundir_why),
+			 "is not safe: owned by uid %u, mode %04o (this user is uid %u)",
+			 (unsigned)st.st_uid, (unsigned)st.st_mode & 07777, (unsigned)geteuid());
+		usmc_dbg(1, "runtime directory %s %s", rundir_path, rundir_why);
 		usmc_ifd_close(dfd);
 		rc = -EPERM;
 		goto out;
@@ -125,27 +140,72 @@ out:
 	return rc;
 }
 
-int usmc_rundir_open(const char *name, int flags, mode_t mode)
+/*
+ * Is an object another process could have planted what we expect?  Type
+ * (regular file, or FIFO for doorbells), an allowed owner, and a mode that
+ * lets nobody else write it.  -EINVAL: wrong type (never anything usmc
+ * made); -EPERM: owner or mode not trusted.
+ */
+int usmc_rundir_check(int fd, bool fifo, struct stat *st)
 {
-	struct stat st;
-	int fd;
+	if (fstat(fd, st))
+		return -errno;
+	if (fifo ? !S_ISFIFO(st->st_mode) : !S_ISREG(st->st_mode))
+		return -EINVAL;
+	return usmc_rundir_owner_ok(st) ? 0 : -EPERM;
+}
+
+static int rundir_open_type(const char *name, int flags, mode_t mode, bool fifo)
+{
+	struct stat st = { 0 };
+	int fd, rc;
 
 	if (rundir_dfd < 0)
 		return -ENOENT;
 	if (flags & O_CREAT)
 		flags |= O_EXCL;
-	fd = openat(rundir_dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	/* O_NONBLOCK: a FIFO where a file should be never blocks the open. */
+	fd = openat(rundir_dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
 	usmc_ifd_mark(fd);
 	if (!(flags & O_CREAT)) {
-		if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)) ||
-		    !uid_allowed(st.st_uid)) {
+		rc = usmc_rundir_check(fd, fifo, &st);
+		if (rc) {
+			usmc_dbg(1, "runtime directory: %s refused (%s, owner %u, mode %o)", name,
+				 rc == -EINVAL ? "wrong type" : "untrusted", (unsigned)st.st_uid,
+				 (unsigned)st.st_mode);
 			usmc_ifd_close(fd);
-			return -EPERM;
+			return rc;
 		}
 	}
 	return usmc_ifd_move_high(fd, false);
+}
+
+int usmc_rundir_open(const char *name, int flags, mode_t mode)
+{
+	return rundir_open_type(name, flags, mode, false);
+}
+
+int usmc_rundir_open_fifo(const char *name, int flags)
+{
+	return rundir_open_type(name, flags & ~O_CREAT, 0, true);
+}
+
+enum usmc_owner usmc_rundir_owner_alive(const char *name)
+{
+	int fd = usmc_rundir_open(name, O_RDONLY, 0);
+	bool alive;
+
+	if (fd == -ENOENT)
+		return USMC_OWNER_DEAD;
+	if (fd == -EINVAL)
+		return USMC_OWNER_PLANTED;
+	if (fd < 0)
+		return USMC_OWNER_UNKNOWN;
+	alive = usmc_lock_held(fd, 0);
+	usmc_ifd_close(fd);
+	return alive ? USMC_OWNER_ALIVE : USMC_OWNER_DEAD;
 }
 
 int usmc_rundir_mkdir(const char *name)
@@ -248,15 +308,15 @@ static int gc_lgr_dir(const char *name)
 	DIR *d;
 
 	snprintf(path, sizeof(path), "%s/mem", name);
-	fd = openat(rundir_dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = usmc_rundir_open(path, O_RDONLY, 0);
 	if (fd >= 0) {
 		bool alive = usmc_lock_held(fd, 0);
 
 		usmc_ifd_close(fd);
 		if (alive)
 			return 0;
-	} else if (errno != ENOENT) {
-		return 0;
+	} else if (fd != -ENOENT) {
+		return 0;	/* not ours to judge (or planted): left alone */
 	}
 	/* The owner is gone (or died before creating mem): remove it all. */
 	dfd = openat(rundir_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -281,7 +341,7 @@ static int gc_lgr_dir(const char *name)
 /* Remove a listener index (ln-ID) and its doorbell when its owner died. */
 static int gc_listener(const char *name)
 {
-	int fd = openat(rundir_dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = usmc_rundir_open(name, O_RDONLY, 0);
 	bool alive;
 
 	if (fd < 0)

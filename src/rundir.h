@@ -20,9 +20,25 @@ int usmc_rundir_init(void);
 const char *usmc_rundir_path(void);
 int usmc_rundir_fd(void);
 
-/* openat(rundir, name) with O_NOFOLLOW|O_CLOEXEC; O_CREAT implies O_EXCL.
- * An existing file must be a regular file or FIFO owned by an allowed user. */
+/* openat(rundir, name) with O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC; O_CREAT implies
+ * O_EXCL.  An existing object is checked with fstat before anything else
+ * (usmc_rundir_check): a regular file (usmc_rundir_open_fifo: a FIFO) of an
+ * allowed owner that nobody else may write; -EINVAL wrong type, -EPERM
+ * untrusted owner or mode.  Sizes are the caller's to check. */
 int usmc_rundir_open(const char *name, int flags, mode_t mode);
+int usmc_rundir_open_fifo(const char *name, int flags);
+int usmc_rundir_check(int fd, bool fifo, struct stat *st);
+/* The liveness of the owner of a lock file (ln-ID, lg-ID/mem).  Never
+ * blocks. */
+enum usmc_owner {
+	USMC_OWNER_DEAD,	/* gone, or its lock is free */
+	USMC_OWNER_ALIVE,	/* its lock is held */
+	USMC_OWNER_PLANTED,	/* not a regular file: no usmc process made it */
+	USMC_OWNER_UNKNOWN,	/* not ours to judge (owner or mode not trusted) */
+};
+enum usmc_owner usmc_rundir_owner_alive(const char *name);
+/* Why usmc_rundir_init() refused the directory ("" when it did not). */
+const char *usmc_rundir_problem(void);
 int usmc_rundir_mkdir(const char *name);
 int usmc_rundir_mkfifo(const char *name);
 int usmc_rundir_unlink(const char *name, bool dir);
@@ -37,7 +53,8 @@ int usmc_lock_drop(int fd, off_t byte);
 /* true when some open file description still holds a lock on that byte. */
 bool usmc_lock_held(int fd, off_t byte);
 
-/* Is st (an object opened in the runtime directory) safe to trust? */
+/* Is st (an object opened in the runtime directory) safe to trust?  An
+ * allowed owner, and no write permission for group or others. */
 bool usmc_rundir_owner_ok(const struct stat *st);
 
 /* Remove link groups and listener indexes whose owners are dead.

@@ -146,6 +146,7 @@ struct usmc_sock {
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */
 	int reg_idx;			/* registry record */
+	uint8_t lst_reason;		/* no lst: why (enum usmc_reason), 0 unknown */
 	struct usmc_addr bound;
 
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */

@@ -8,6 +8,7 @@
  * so a SIGKILLed process's slot is recognised and folded by the next one.
  */
 #include "stats.h"
+#include "guard.h"
 #include "log.h"
 #include "rundir.h"
 #include "sandbox.h"
@@ -29,6 +30,8 @@ _Atomic(struct usmc_counters *) usmc_ctr = &dummy_ctr;
 
 static struct usmc_stats_file *stats_file;
 static int stats_fd = -1;
+/* guard.c handle of stats_file's mapping (read lock-free per connection) */
+static _Atomic int stats_guard = -1;
 static _Atomic int my_slot = -1;	/* published after usmc_ctr (seq_cst) */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -55,7 +58,27 @@ static struct usmc_stats_file *stats_map(int fd, size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int stats_open(struct usmc_stats_file **out)
+/* Guard a mapping of the file before its first access: anyone who can
+ * open it can truncate it; then the counters are lost, not the process. */
+static int stats_guard_add(struct usmc_stats_file *f)
+{
+	return usmc_guard_add(f, sizeof(*f));
+}
+
+static void stats_unmap(struct usmc_stats_file *f, int guard)
+{
+	usmc_guard_del(guard);
+	munmap(f, sizeof(*f));
+}
+
+/*
+ * Open (creating atomically on first use) and map the statistics file;
+ * returns its descriptor, *guard the mapping's guard handle.  repair (the
+ * CLI): a published file of the wrong size was truncated by someone (ours
+ * are always created full size under a private name) and is replaced by a
+ * fresh one, so counting resumes.
+ */
+static int stats_open(struct usmc_stats_file **out, int *guard, bool repair)
 {
 	size_t len = sizeof(struct usmc_stats_file);
 	struct usmc_stats_file *f;
@@ -67,6 +90,7 @@ static int stats_open(struct usmc_stats_file **out)
 	if (rc)
 		return rc;
 	fd = usmc_rundir_open(USMC_STATS_FILE, O_RDWR, 0);
+create:
 	if (fd == -ENOENT) {
 		/* Build it under a private name, then publish it with one rename. */
 		snprintf(tmp, sizeof(tmp), "t-stats-%016llx", (unsigned long long)usmc_random64());
@@ -83,14 +107,16 @@ static int stats_open(struct usmc_stats_file **out)
 			rc = errno ? -errno : -ENOMEM;
 			goto err_tmp;
 		}
+		*guard = stats_guard_add(f);
 		f->version = USMC_PROTO_VERSION;
 		f->nprocs = USMC_STATS_PROCS;
 		f->nconns = USMC_STATS_CONNS;
 		f->created_ns = realtime_ns();
 		STORE_RELEASE((_Atomic uint64_t *)&f->magic, USMC_STATS_MAGIC);
-		if (renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), USMC_STATS_FILE, RENAME_NOREPLACE)) {
+		if (renameat2(usmc_rundir_fd(), tmp, usmc_rundir_fd(), USMC_STATS_FILE,
+			      repair ? 0 : RENAME_NOREPLACE)) {
 			/* Someone else published first: use theirs. */
-			munmap(f, len);
+			stats_unmap(f, *guard);
 			usmc_ifd_close(fd);
 			usmc_rundir_unlink(tmp, false);
 			fd = usmc_rundir_open(USMC_STATS_FILE, O_RDWR, 0);
@@ -103,8 +129,17 @@ static int stats_open(struct usmc_stats_file **out)
 	} else if (fd < 0) {
 		return fd;
 	}
-	if (fstat(fd, &st) || (size_t)st.st_size < len) {
+	if (fstat(fd, &st)) {
 		usmc_ifd_close(fd);
+		return -EBADMSG;
+	}
+	if ((size_t)st.st_size != len) {
+		usmc_ifd_close(fd);
+		if (repair) {
+			usmc_dbg(1, "%s truncated: starting a fresh one", USMC_STATS_FILE);
+			fd = -ENOENT;
+			goto create;
+		}
 		return -EBADMSG;
 	}
 	f = stats_map(fd, len);
@@ -113,10 +148,11 @@ static int stats_open(struct usmc_stats_file **out)
 		usmc_ifd_close(fd);
 		return rc;
 	}
+	*guard = stats_guard_add(f);
 	if (LOAD_ACQUIRE((_Atomic uint64_t *)&f->magic) != USMC_STATS_MAGIC ||
 	    f->version != USMC_PROTO_VERSION || f->nprocs != USMC_STATS_PROCS ||
-	    f->nconns != USMC_STATS_CONNS) {
-		munmap(f, len);
+	    f->nconns != USMC_STATS_CONNS || usmc_guard_poisoned(*guard)) {
+		stats_unmap(f, *guard);
 		usmc_ifd_close(fd);
 		return -EBADMSG;
 	}
@@ -222,19 +258,20 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 static int attach_locked(void)
 {
 	struct usmc_stats_file *f = stats_file;
-	int fd, slot;
+	int fd, slot, guard = -1;
 
-	fd = stats_open(&f);
+	fd = stats_open(&f, &guard, false);
 	if (fd < 0)
 		return fd;
 	slot = claim_slot(f, fd);
 	if (slot < 0) {
-		munmap(f, sizeof(*f));
+		stats_unmap(f, guard);
 		usmc_ifd_close(fd);
 		return slot;
 	}
 	stats_file = f;
 	stats_fd = fd;
+	stats_guard = guard;
 	my_slot = slot;
 	usmc_ctr = &f->procs[slot].c;
 	return 0;
@@ -264,6 +301,7 @@ void usmc_stats_after_fork(void)
 	/* Runs single-threaded in the child.  The inherited description (and
 	 * with it the parent's slot lock) must not keep the parent "alive". */
 	struct usmc_stats_file *old = stats_file;
+	int old_guard = stats_guard;
 
 	pthread_mutex_init(&stats_lock, NULL);
 	if (my_slot < 0)
@@ -280,16 +318,16 @@ void usmc_stats_after_fork(void)
 	stats_fd = -1;
 	my_slot = -1;
 	/* Inherited connections keep their entries (sk->st) in the old
-	 * mapping: the same file stays mapped at the same address. */
-	if (attach_locked()) {
-		usmc_ctr = &dummy_ctr;
+	 * mapping: it stays, with its guard, and the file is mapped again on
+	 * a description of our own, then moved onto the old address. */
+	if (attach_locked())
 		return;
-	}
 	if (stats_file != old &&
 	    mmap(old, sizeof(*old), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, stats_fd,
 		 0) == old) {
-		munmap(stats_file, sizeof(*stats_file));
+		stats_unmap(stats_file, stats_guard);
 		stats_file = old;
+		stats_guard = old_guard;
 		usmc_ctr = &old->procs[my_slot].c;
 	}
 }
@@ -311,12 +349,38 @@ void usmc_stats_detach(void)
 	my_slot = -1;
 }
 
+/*
+ * The file was truncated under us (guard.c put zero pages in its place):
+ * count into the dummy, let go of the file (the mapping stays: other
+ * threads may still be writing into it) and attach afresh later, once
+ * `usmc stat` replaced the file.  The counters of the old one are lost.
+ */
+static void stats_drop_poisoned(void)
+{
+	pthread_mutex_lock(&stats_lock);
+	if (my_slot >= 0 && usmc_guard_poisoned(stats_guard)) {
+		usmc_dbg(1, "%s truncated under us: counters lost", USMC_STATS_FILE);
+		usmc_ctr = &dummy_ctr;
+		my_slot = -1;
+		usmc_guard_del(stats_guard);
+		stats_guard = -1;
+		stats_file = NULL;
+		usmc_ifd_close(stats_fd);
+		stats_fd = -1;
+	}
+	pthread_mutex_unlock(&stats_lock);
+}
+
 struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 {
 	static _Atomic unsigned int hint;
 	struct usmc_stats_file *f = stats_file;
 	unsigned int start, k;
 
+	if (unlikely(usmc_guard_poisoned(LOAD_RELAXED(&stats_guard)))) {
+		stats_drop_poisoned();
+		return NULL;
+	}
 	if (!f || my_slot < 0)
 		return NULL;
 	start = atomic_fetch_add_explicit(&hint, 1, memory_order_relaxed);
@@ -350,7 +414,7 @@ void usmc_stats_conn_free(struct usmc_stats_conn *c)
 struct usmc_stats_file *usmc_stats_map(void)
 {
 	struct usmc_stats_file *f = NULL;
-	int fd = stats_open(&f);
+	int guard = -1, fd = stats_open(&f, &guard, true);
 
 	if (fd < 0) {
 		errno = -fd;
@@ -358,6 +422,7 @@ struct usmc_stats_file *usmc_stats_map(void)
 	}
 	stats_fd = fd;
 	stats_file = f;
+	stats_guard = guard;
 	return f;
 }
 
