@@ -258,21 +258,46 @@ int usmc_stats_attach(void)
 	return rc;
 }
 
+/*
+ * Runs single-threaded in the child.  The inherited description, which
+ * the old mapping holds too, must not keep the parent's slot lock (its
+ * "alive") after the parent is gone, so both go.  Inherited connections
+ * keep pointers into the old mapping (sk->st): the new one takes its
+ * place at the same address (mremap MREMAP_FIXED replaces it in one
+ * step), or, if the file at the name is not the same one any more (or
+ * cannot be attached), private zeroed memory does, which they then
+ * count into.  A new mapping lands elsewhere whenever the hole the old
+ * one leaves is too tight for its alignment, or a higher one is free.
+ */
 void usmc_stats_after_fork(void)
 {
-	/* Runs single-threaded in the child.  The inherited description (and
-	 * with it the parent's slot lock) must not keep the parent "alive". */
+	struct usmc_stats_file *old = stats_file;
+	size_t len = sizeof(*stats_file);
+	struct stat a = { 0 }, b;
+
 	pthread_mutex_init(&stats_lock, NULL);
 	if (my_slot < 0)
 		return;
 	usmc_ctr = &dummy_ctr;
-	munmap(stats_file, sizeof(*stats_file));
+	(void)fstat(stats_fd, &a);	/* zeroed if it fails: never the same file */
 	usmc_ifd_close(stats_fd);
 	stats_file = NULL;
 	stats_fd = -1;
 	my_slot = -1;
 	if (attach_locked())
-		usmc_ctr = &dummy_ctr;
+		goto scratch;
+	/* A handler counting meanwhile must not follow the moving mapping. */
+	usmc_ctr = &dummy_ctr;
+	if (!fstat(stats_fd, &b) && b.st_ino == a.st_ino && b.st_dev == a.st_dev &&
+	    mremap(stats_file, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, old) == old)
+		stats_file = old;
+	usmc_ctr = &stats_file->procs[my_slot].c;
+	if (stats_file == old)
+		return;
+scratch:
+	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+	    MAP_FAILED)
+		munmap(old, len);
 }
 
 void usmc_stats_detach(void)
