@@ -393,6 +393,40 @@ static void keep_internal(int fd)
 	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+struct same_sh {
+	struct usmc_sock_sh *sh;
+	struct usmc_sock *sk;
+};
+
+static void find_sh(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	struct same_sh *c = arg;
+
+	if (!c->sk && sk->sh == c->sh)
+		c->sk = sk;
+}
+
+/*
+ * Descriptors of one socket (inetd's 0 and 1, a dup) arrive as one entry
+ * each, with the same shared half: the first adopted is the socket, the
+ * others refer to it as dup() would, so that closing one of them is not
+ * the socket's last close.  true if fd was adopted that way.
+ */
+static bool adopt_dup(int fd, struct usmc_sock_sh *sh)
+{
+	struct same_sh c = { sh, NULL };
+
+	if (!sh)
+		return false;
+	usmc_fd_foreach(find_sh, &c);
+	if (!c.sk)
+		return false;
+	usmc_sock_get(c.sk);
+	if (usmc_fd_install(fd, c.sk))
+		usmc_sock_put(c.sk);
+	return true;
+}
+
 static void adopt_conn(const char **p)
 {
 	int fd, shidx, lnfd, ownfd, n;
@@ -408,6 +442,8 @@ static void adopt_conn(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (adopt_dup(fd, sh))
+		return;
 	if (sh)
 		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
@@ -452,6 +488,8 @@ static void adopt_listener(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (adopt_dup(fd, sh))
+		return;
 	if (sh)
 		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_LISTEN, sh)))

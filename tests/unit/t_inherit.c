@@ -11,6 +11,13 @@
  *                  die in their first call on the inherited connection:
  *                  its counters pointed into a mapping the child had
  *                  replaced)
+ *   exec_stdio     inetd: a connection on descriptors 0 and 1 of a program
+ *                  exec'ed under usmc (this one, role inetd), which does
+ *                  what sshd does: dup(0), then /dev/null over 0 and 1; the
+ *                  connection goes on at the dup on shared memory (each
+ *                  inherited descriptor used to become a socket of its own:
+ *                  the first close was the last, and reset the connection)
+ *   exec_stdio_unread  the same with our bytes still unread at those closes
  *
  * usage: t_inherit [check...]
  */
@@ -143,13 +150,82 @@ static void check_thread_client(void)
 	t_smc_pairs += THREAD_REQS;
 }
 
+/* ---- exec ---------------------------------------------------------------- */
+
+/* Role inetd: the connection is on 0 and 1; unread: "hello" waits in it. */
+static int inetd_peer(bool unread)
+{
+	int fd = t_ok(dup(0)), null = t_ok(open("/dev/null", O_RDWR));
+	char b[8];
+
+	t_ok(dup2(null, 0));
+	t_ok(dup2(null, 1));
+	close(null);
+	if (unread) {
+		t_read_all(fd, b, 5);
+		t_assert(!memcmp(b, "hello", 5), "inetd: greeting");
+	}
+	t_write_all(fd, "world", 5);
+	t_read_all(fd, b, 4);
+	t_assert(!memcmp(b, "bye!", 4), "inetd: last words");
+	t_assert(read(fd, b, sizeof(b)) == 0, "inetd: EOF");
+	close(fd);
+	return 0;
+}
+
+static void exec_stdio(bool unread)
+{
+	pid_t kid;
+	int c, s;
+	char b[8];
+
+	t_pair_smc(&c, &s);
+	if (unread)
+		t_write_all(s, "hello", 5);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		char *argv[] = { (char *)"t_inherit", (char *)"inetd", (char *)(unread ? "1" : "0"),
+				 NULL };
+
+		t_ok(dup2(c, 0));
+		t_ok(dup2(c, 1));
+		close(c);
+		close(s);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(c);
+	t_read_all(s, b, 5);
+	t_assert(!memcmp(b, "world", 5), "answer");
+	t_assert_smc(s);
+	t_write_all(s, "bye!", 4);
+	t_ok(shutdown(s, SHUT_WR));
+	t_assert(read(s, b, sizeof(b)) == 0, "EOF after the exec'ed peer closed");
+	t_wait_child(kid, "exec'ed inetd peer");
+	close(s);
+}
+
+static void check_exec_stdio(void)
+{
+	exec_stdio(false);
+}
+
+static void check_exec_stdio_unread(void)
+{
+	exec_stdio(true);
+}
+
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
+	{ "exec_stdio", check_exec_stdio },
+	{ "exec_stdio_unread", check_exec_stdio_unread },
 };
 
 int main(int argc, char **argv)
 {
 	t_name = "t_inherit";
+	if (argc == 3 && !strcmp(argv[1], "inetd"))
+		return inetd_peer(atoi(argv[2]));
 	signal(SIGPIPE, SIG_IGN);
 	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
 }
