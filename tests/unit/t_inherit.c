@@ -11,6 +11,15 @@
  *                  die in their first call on the inherited connection:
  *                  its counters pointed into a mapping the child had
  *                  replaced)
+ *   backend_closes_listener  a forking server whose children close their
+ *                  copy of the listener first, then serve and exit
+ *                  (PostgreSQL's backends): connections after the first
+ *                  child is gone are still accelerated (the master
+ *                  waits in epoll, which the children close too)
+ *   master_closes_listener  the reverse: the master serves through children
+ *                  that exit holding the listener, then closes its copy;
+ *                  a worker forked before, which kept it, goes on serving,
+ *                  accelerated
  *   exec_stdio     inetd: a connection on descriptors 0 and 1 of a program
  *                  exec'ed under usmc (this one, role inetd), which does
  *                  what sshd does: dup(0), then /dev/null over 0 and 1; the
@@ -24,6 +33,7 @@
 #include "t_util.h"
 
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 
 #define THREAD_REQS 40
@@ -150,6 +160,122 @@ static void check_thread_client(void)
 	t_smc_pairs += THREAD_REQS;
 }
 
+/* ---- listeners ------------------------------------------------------------- */
+
+#define BACKENDS 3
+
+/*
+ * One connection to lfd, served by a forked child; close_listener: the
+ * child closes its copy of the listener first (PostgreSQL's backends).
+ */
+static void backend_conn(int lfd, uint16_t port, bool close_listener)
+{
+	int c = t_connect(port), s = t_accept(lfd);
+	pid_t kid = t_fork_helper();
+	char b[4];
+
+	if (kid == 0) {
+		if (close_listener)
+			close(lfd);
+		close(c);
+		t_read_all(s, b, 4);
+		t_write_all(s, b, 4);
+		close(s);
+		exit(0);	/* destructors run, as at a backend's proc_exit */
+	}
+	close(s);
+	t_write_all(c, "ping", 4);
+	t_read_all(c, b, 4);
+	t_assert(!memcmp(b, "ping", 4), "echo");
+	t_assert_smc(c);
+	t_wait_child(kid, "backend");
+	close(c);
+	t_smc_pairs++;
+}
+
+static void check_backend_closes_listener(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	uint16_t port;
+	int lfd = t_listen(&port), ep = t_ok(epoll_create1(EPOLL_CLOEXEC)), i;
+
+	/* The postmaster waits in epoll (PostgreSQL 16 on); its children
+	 * close that too. */
+	ev.data.fd = lfd;
+	t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev));
+	for (i = 0; i < BACKENDS; i++) {
+		int c = t_connect(port), s, n;
+		pid_t kid;
+		char b[4];
+
+		n = epoll_wait(ep, &ev, 1, 10000);
+		t_assert(n == 1 && ev.data.fd == lfd, "listener ready: %d", n);
+		s = t_accept(lfd);
+		kid = t_fork_helper();
+		if (kid == 0) {
+			close(ep);
+			close(lfd);
+			close(c);
+			t_read_all(s, b, 4);
+			t_write_all(s, b, 4);
+			close(s);
+			exit(0);	/* destructors run, as at a backend's proc_exit */
+		}
+		close(s);
+		t_write_all(c, "ping", 4);
+		t_read_all(c, b, 4);
+		t_assert(!memcmp(b, "ping", 4), "echo");
+		t_assert_smc(c);
+		t_wait_child(kid, "backend");
+		close(c);
+		t_smc_pairs++;
+	}
+	close(ep);
+	close(lfd);
+}
+
+static void check_master_closes_listener(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), sv[2], i;
+	pid_t worker;
+	char b[4];
+
+	t_sync_pair(sv);
+	worker = t_fork_helper();
+	if (worker == 0) {
+		close(sv[0]);
+		t_sync_wait(sv[1]);
+		for (i = 0; i < BACKENDS; i++) {
+			int s = t_accept(lfd);
+
+			t_read_all(s, b, 4);
+			t_write_all(s, b, 4);
+			close(s);
+		}
+		close(lfd);
+		exit(0);
+	}
+	close(sv[1]);
+	/* Served here first, by children that leave with the listener. */
+	for (i = 0; i < BACKENDS; i++)
+		backend_conn(lfd, port, false);
+	close(lfd);
+	t_sync_post(sv[0]);
+	for (i = 0; i < BACKENDS; i++) {
+		int c = t_connect(port);
+
+		t_write_all(c, "pong", 4);
+		t_read_all(c, b, 4);
+		t_assert(!memcmp(b, "pong", 4), "echo from the worker");
+		t_assert_smc(c);
+		close(c);
+		t_smc_pairs++;
+	}
+	t_wait_child(worker, "worker");
+	close(sv[0]);
+}
+
 /* ---- exec ---------------------------------------------------------------- */
 
 /* Role inetd: the connection is on 0 and 1; unread: "hello" waits in it. */
@@ -217,6 +343,8 @@ static void check_exec_stdio_unread(void)
 
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
+	{ "backend_closes_listener", check_backend_closes_listener },
+	{ "master_closes_listener", check_master_closes_listener },
 	{ "exec_stdio", check_exec_stdio },
 	{ "exec_stdio_unread", check_exec_stdio_unread },
 };
