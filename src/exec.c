@@ -22,6 +22,7 @@
 #include "real.h"
 #include "rundir.h"
 #include "sock.h"
+#include "stats.h"
 #include "sys.h"
 
 #include <dlfcn.h>
@@ -29,6 +30,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define INHERIT_ENV	"USMC_INHERIT"
@@ -272,6 +274,42 @@ EXPORT pid_t __vfork(void)
 	return fork();
 }
 
+/*
+ * The end of the process, from our destructor (exit()) or from _exit(),
+ * which a forked child calls to leave without running its parent's
+ * handlers (Python's ForkingMixIn, most fork-per-connection servers):
+ * our sockets' shared counts lose this process (fdtab.c), link groups we
+ * own lose their names, our counters are folded.
+ */
+void usmc_process_exit(void)
+{
+	usmc_fd_exit();
+	usmc_lgr_exit();
+	usmc_stats_detach();
+}
+
+static void (*real__exit)(int);
+
+/* A child made with clone(CLONE_VM) by a spawning library (no atfork
+ * handlers: the pid we cached is its parent's) leaves without it: it
+ * runs in its parent's memory, and its parent's sockets are not its own. */
+EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	if ((pid_t)syscall(SYS_getpid) == usmc_getpid())
+		usmc_process_exit();
+	if (!real__exit)
+		real__exit = dlsym(RTLD_NEXT, "_exit");
+	if (real__exit)
+		real__exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+	_exit(status);
+}
+
 EXPORT int execv(const char *path, char *const argv[])
 {
 	return execve(path, argv, environ);
@@ -508,6 +546,8 @@ void usmc_exec_adopt(void)
 	const char *env = getenv(INHERIT_ENV), *p;
 	int famfd, n;
 
+	/* Cached now, in the process itself, for _exit() to compare. */
+	(void)usmc_getpid();
 	if (!env)
 		return;
 	if (usmc_rundir_init() || sscanf(env, "1,%d%n", &famfd, &n) != 1 ||

@@ -4,7 +4,10 @@
   process: every request answered (the children, which inherit the client
   thread's connection too and leave with os._exit, used to crash in their
   first call on the request socket, and the client read b'' or got
-  ECONNRESET from the second request on).
+  ECONNRESET from the second request on); one link group serves all of
+  them (a child's share of the client's connection used to stay counted
+  after its os._exit, so slots were never reused and link groups piled up
+  until descriptors ran out).
 """
 import pytest
 
@@ -44,7 +47,7 @@ srv.server_close()
 print("answered %d of %d" % (answered, n), flush=True)
 '''
 
-N_REQUESTS = 100
+N_REQUESTS = 200   # more than the 64 slots of a link group
 
 
 @pytest.mark.timeout(240, method="signal")
@@ -64,3 +67,6 @@ def test_forking_server_thread_client(rundir, procs, tmp_path, usmc):
     assert st["aborts"] == {}, "connections reset\n" + h.fmt_stat(st)
     line_bytes = sum(len(b"hello world %d\n" % i) for i in range(N_REQUESTS))
     assert st["tx_bytes"] == 2 * line_bytes and st["rx_bytes"] == 2 * line_bytes, h.fmt_stat(st)
+    # Each connection was let go by whichever process held it last (a
+    # child's os._exit included), so its slot was used again.
+    assert st["lgr_created"] == 1, "slots not reused\n" + h.fmt_stat(st)

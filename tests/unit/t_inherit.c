@@ -10,7 +10,14 @@
  *                  request is answered, nothing crashes (children used to
  *                  die in their first call on the inherited connection:
  *                  its counters pointed into a mapping the child had
- *                  replaced)
+ *                  replaced); and each connection is let go by whichever
+ *                  process holds it last, the child's _exit() included:
+ *                  slots are used again (one link group for 100
+ *                  connections) and no connection is left listed (the
+ *                  child's share used to stay counted forever)
+ *   exit_child_last  the parent closes its copy first, the child leaves
+ *                  with _exit() without closing: the peer reads EOF and
+ *                  the connection is no longer listed
  *   backend_closes_listener  a forking server whose children close their
  *                  copy of the listener first, then serve and exit
  *                  (PostgreSQL's backends): connections after the first
@@ -36,7 +43,19 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 
-#define THREAD_REQS 40
+/*
+ * A process that leaves while holding the last reference to a connection
+ * lets it go (close protocol, slot) only if it has one thread; under
+ * TSan every process has the runtime's own thread as well, and the
+ * connection is left to the kernel's FIN, as in any process with threads.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define EXIT_RELEASES	false
+#else
+#define EXIT_RELEASES	true
+#endif
+
+#define THREAD_REQS 100	/* more than a link group's 64 slots */
 
 struct client_arg {
 	uint16_t port;
@@ -122,12 +141,27 @@ static void room_free(void *room)
 		munmap(room, ROOM_LEN);
 }
 
+static long long lgr_created(void)
+{
+	char *j;
+	long long n;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	n = t_json_int(j, "lgr_created");
+	free(j);
+	return n;
+}
+
 static void check_thread_client(void)
 {
 	struct client_arg a = { .n = THREAD_REQS };
 	pid_t kids[THREAD_REQS];
+	long long lgrs = 0;
 	pthread_t th;
 	int lfd, c, s, i;
+	char *json;
 
 	void *room = room_take();
 
@@ -137,6 +171,7 @@ static void check_thread_client(void)
 	close(s);
 	room_free(room);
 	lfd = t_listen(&a.port);
+	lgrs = lgr_created();
 	t_assert(!pthread_create(&th, NULL, client_thread, &a));
 	for (i = 0; i < THREAD_REQS; i++) {
 		char line[64];
@@ -158,6 +193,49 @@ static void check_thread_client(void)
 		t_wait_child(kids[i], "server child");
 	close(lfd);
 	t_smc_pairs += THREAD_REQS;
+	if (!t_accel() || !EXIT_RELEASES)
+		return;
+	/* Every connection was let go where it was last held, so its slot
+	 * was used again: one link group; and none is still listed. */
+	t_assert(lgr_created() - lgrs == 1, "%lld link groups for %d connections",
+		 lgr_created() - lgrs, THREAD_REQS);
+	json = t_stats_json();
+	t_assert(strstr(json, "\"connections\": []"), "connections still listed: %.600s",
+		 strstr(json, "\"connections\"") ? strstr(json, "\"connections\"") : json);
+	free(json);
+}
+
+/*
+ * The parent closes its copy first; the child, the last holder, leaves
+ * with _exit() without closing: that is the connection's last close (the
+ * peer reads EOF, the entry is no longer listed), as the kernel's close
+ * of the child's descriptor is TCP's.
+ */
+static void check_exit_child_last(void)
+{
+	int c, s, sv[2];
+	char m[32], b[4];
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_sync_pair(sv);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		close(s);
+		close(sv[0]);
+		t_sync_wait(sv[1]);
+		_exit(0);
+	}
+	close(sv[1]);
+	t_ok(close(c));
+	t_assert(t_wait_fd(s, POLLIN, 50) == 0, "EOF while the child holds the connection");
+	t_sync_post(sv[0]);
+	t_wait_child(kid, "child");
+	t_assert(read(s, b, sizeof(b)) == 0, "EOF after the child's _exit");
+	t_assert(!EXIT_RELEASES || !strcmp(t_fd_mode(c, m, sizeof(m)), ""),
+		 "client end still listed: %s", m);
+	close(s);
+	close(sv[0]);
 }
 
 /* ---- listeners ------------------------------------------------------------- */
@@ -343,6 +421,7 @@ static void check_exec_stdio_unread(void)
 
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
+	{ "exit_child_last", check_exit_child_last },
 	{ "backend_closes_listener", check_backend_closes_listener },
 	{ "master_closes_listener", check_master_closes_listener },
 	{ "exec_stdio", check_exec_stdio },
