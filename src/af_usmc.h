@@ -41,6 +41,6 @@ void usmc_conn_close_protocol(struct usmc_sock *sk);
 void usmc_conn_exit(struct usmc_sock *sk);
 /* exec.c: the process ends (exit() or _exit()): what our sockets'
  * descriptors going away means to the other processes (fdtab.c). */
-void usmc_process_exit(void);
+void usmc_process_exit(bool settle);
 
 #endif

@@ -281,9 +281,9 @@ EXPORT pid_t __vfork(void)
  * our sockets' shared counts lose this process (fdtab.c), link groups we
  * own lose their names, our counters are folded.
  */
-void usmc_process_exit(void)
+void usmc_process_exit(bool settle)
 {
-	usmc_fd_exit();
+	usmc_fd_exit(settle);
 	usmc_lgr_exit();
 	usmc_stats_detach();
 }
@@ -296,7 +296,7 @@ static void (*real__exit)(int);
 EXPORT __attribute__((noreturn)) void _exit(int status)
 {
 	if ((pid_t)syscall(SYS_getpid) == usmc_getpid())
-		usmc_process_exit();
+		usmc_process_exit(false);
 	if (!real__exit)
 		real__exit = dlsym(RTLD_NEXT, "_exit");
 	if (real__exit)

@@ -257,6 +257,7 @@ void usmc_fd_after_fork(void)
 struct exit_ctx {
 	unsigned int gen;
 	bool alone;
+	bool settle;
 };
 
 /*
@@ -289,6 +290,19 @@ static bool exit_alone(void)
 	return p && strtol(p + 1, NULL, 10) == 1;
 }
 
+/*
+ * Does our private half (slot, rings) go with the shared mode?  Not in a
+ * copy forked while another thread was connecting the socket: the mode
+ * says proposed (stored after the fork, in shared memory) while the copy
+ * was made before the slot was bound.
+ */
+static bool exit_private_ok(const struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+
+	return (m != USMC_MODE_PROPOSED && m != USMC_MODE_SMCD) || (sk->lgr && sk->ctrl);
+}
+
 static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 {
 	struct exit_ctx *x = arg;
@@ -297,9 +311,11 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 	if (sk->fork_gen == x->gen)
 		return;
 	sk->fork_gen = x->gen;
-	/* Settle what the counters say about connections we never looked
-	 * at again (a client that wrote, shut down and exited). */
-	if (sk->kind == SK_CONN) {
+	/* exit(): settle what the counters say about connections we never
+	 * looked at again (a client that wrote, shut down and exited).  Not
+	 * at _exit(), which skips the process's cleanup, nor where our copy
+	 * cannot (looking at the answer without the slot crashed). */
+	if (x->settle && sk->kind == SK_CONN && exit_private_ok(sk)) {
 		usmc_sock_refresh(sk, fd);
 		if (sk_flag(sk, SKF_COUNT_LATER))
 			usmc_sock_count_late(sk, fd);
@@ -315,14 +331,14 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 		return;
 	if (sk->kind == SK_LISTEN)
 		usmc_listen_release(sk);
-	else if (sk->kind == SK_CONN)
+	else if (sk->kind == SK_CONN && exit_private_ok(sk))
 		usmc_conn_exit(sk);
 	usmc_family_free(sk->sh);
 dropped:
 	STORE_RELAXED(&sk->exit_dropped, true);
 }
 
-void usmc_fd_exit(void)
+void usmc_fd_exit(bool settle)
 {
 	static _Atomic bool done;
 	struct exit_ctx x;
@@ -331,5 +347,6 @@ void usmc_fd_exit(void)
 		return;
 	x.gen = ++fork_gen;
 	x.alone = exit_alone();
+	x.settle = settle;
 	usmc_fd_foreach(exit_sock, &x);
 }

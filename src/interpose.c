@@ -565,5 +565,5 @@ __attribute__((constructor)) static void usmc_init(void)
 
 __attribute__((destructor)) static void usmc_fini(void)
 {
-	usmc_process_exit();
+	usmc_process_exit(true);
 }
