@@ -37,5 +37,10 @@ void usmc_exec_adopt(void);
 
 /* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
 void usmc_conn_close_protocol(struct usmc_sock *sk);
+/* close.c: the same when the last holder exits without closing. */
+void usmc_conn_exit(struct usmc_sock *sk);
+/* exec.c: the process ends (exit() or _exit()): what our sockets'
+ * descriptors going away means to the other processes (fdtab.c). */
+void usmc_process_exit(bool settle);
 
 #endif

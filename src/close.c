@@ -14,6 +14,7 @@
  * FIN then doubles as the peer's wake-up and proof that we let go.
  */
 #include "af_usmc.h"
+#include "lgr.h"
 #include "real.h"
 #include "sock.h"
 
@@ -65,4 +66,24 @@ void usmc_conn_close_protocol(struct usmc_sock *sk)
 kick:
 	usmc_kick_data(sk);
 	usmc_kick_space(sk);
+}
+
+/*
+ * Process exit of the last process holding an established connection
+ * (usmc_fd_exit): what its last close would have told the peer and done
+ * to the slot, with atomics only (exit() may interrupt one of our calls).
+ * Anything not settled (a proposal, an undecided server, bytes moving to
+ * TCP) is left to the kernel's FIN, as before.
+ */
+void usmc_conn_exit(struct usmc_sock *sk)
+{
+	if (sk->lgr && sk_mode(sk) == USMC_MODE_SMCD) {
+		usmc_conn_close_protocol(sk);
+		if (sk->role == 'S')
+			STORE_RELEASE(&sk->ctrl->s.released_gen, sk->gen);
+		else
+			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen, true);
+	}
+	usmc_stats_conn_free(sk->st);
+	sk->st = NULL;
 }

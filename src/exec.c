@@ -22,7 +22,9 @@
 #include "log.h"
 #include "real.h"
 #include "rundir.h"
+#include "sandbox.h"
 #include "sock.h"
+#include "stats.h"
 #include "sys.h"
 
 #include <dlfcn.h>
@@ -30,6 +32,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define INHERIT_ENV	"USMC_INHERIT"
@@ -284,6 +287,49 @@ EXPORT pid_t __vfork(void)
 	return usmc_fork();
 }
 
+/*
+ * The end of the process, from our destructor (exit()) or from _exit(),
+ * which a forked child calls to leave without running its parent's
+ * handlers (Python's ForkingMixIn, most fork-per-connection servers):
+ * our sockets' shared counts lose this process (fdtab.c), link groups we
+ * own lose their names, our counters are folded.
+ */
+void usmc_process_exit(bool settle)
+{
+	if (usmc_sandboxed())
+		return;		/* nothing the program would not do itself (sandbox.c) */
+	usmc_fd_exit(settle);
+	usmc_lgr_exit();
+	usmc_stats_detach();
+}
+
+static void (*real__exit)(int);
+
+/* A child made with clone(CLONE_VM) by a spawning library (no atfork
+ * handlers: the pid we cached is its parent's) leaves without it: it
+ * runs in its parent's memory, and its parent's sockets are not its own. */
+static __attribute__((noreturn)) void exit_now(int status)
+{
+	if ((pid_t)usmc_sys(SYS_getpid, 0, 0, 0) == usmc_getpid())
+		usmc_process_exit(false);
+	if (!real__exit)
+		real__exit = dlsym(RTLD_NEXT, "_exit");
+	if (real__exit)
+		real__exit(status);
+	usmc_sys(SYS_exit_group, status, 0, 0);
+	__builtin_unreachable();
+}
+
+EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	exit_now(status);
+}
+
+EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+	exit_now(status);
+}
+
 EXPORT int execv(const char *path, char *const argv[])
 {
 	return exec_ve(path, argv, environ);
@@ -405,6 +451,40 @@ static void keep_internal(int fd)
 	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+struct same_sh {
+	struct usmc_sock_sh *sh;
+	struct usmc_sock *sk;
+};
+
+static void find_sh(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	struct same_sh *c = arg;
+
+	if (!c->sk && sk->sh == c->sh)
+		c->sk = sk;
+}
+
+/*
+ * Descriptors of one socket (inetd's 0 and 1, a dup) arrive as one entry
+ * each, with the same shared half: the first adopted is the socket, the
+ * others refer to it as dup() would, so that closing one of them is not
+ * the socket's last close.  true if fd was adopted that way.
+ */
+static bool adopt_dup(int fd, struct usmc_sock_sh *sh)
+{
+	struct same_sh c = { sh, NULL };
+
+	if (!sh)
+		return false;
+	usmc_fd_foreach(find_sh, &c);
+	if (!c.sk)
+		return false;
+	usmc_sock_get(c.sk);
+	if (usmc_fd_install(fd, c.sk))
+		usmc_sock_put(c.sk);
+	return true;
+}
+
 static void adopt_conn(const char **p)
 {
 	int fd, shidx, lnfd, ownfd, n;
@@ -420,6 +500,8 @@ static void adopt_conn(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (adopt_dup(fd, sh))
+		return;
 	if (sh)
 		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
@@ -464,6 +546,8 @@ static void adopt_listener(const char **p)
 		return;
 	*p += n;
 	sh = usmc_family_at(shidx);
+	if (adopt_dup(fd, sh))
+		return;
 	if (sh)
 		usmc_family_inherited(sh);	/* others have it too */
 	if (!sh || !(sk = usmc_sock_wrap(fd, SK_LISTEN, sh)))
@@ -482,6 +566,8 @@ void usmc_exec_adopt(void)
 	const char *env = getenv(INHERIT_ENV), *p;
 	int famfd, n;
 
+	/* Cached now, in the process itself, for _exit() to compare. */
+	(void)usmc_getpid();
 	if (!env)
 		return;
 	if (usmc_rundir_init() || sscanf(env, "1,%d%n", &famfd, &n) != 1 ||

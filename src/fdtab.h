@@ -60,6 +60,9 @@ void usmc_fd_dup(int oldfd, int newfd);
 /* Call fn for every tracked descriptor (fork, exec, exit). */
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
 void usmc_fd_after_fork(void);
+/* The process ends: drop its share of every socket (once); settle: exit()
+ * rather than _exit(), connections are looked at once more for the counters. */
+void usmc_fd_exit(bool settle);
 void usmc_fd_fork_prepare(void);
 void usmc_fd_fork_parent(bool failed);
 

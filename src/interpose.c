@@ -658,33 +658,6 @@ static void atfork_child(void)
 	usmc_stats_after_fork();
 }
 
-#define EXIT_LISTENERS	64
-
-struct exit_ctx {
-	struct usmc_sock *l[EXIT_LISTENERS];
-	int n;
-};
-
-static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
-{
-	struct exit_ctx *x = arg;
-	int i;
-
-	if (sk->kind == SK_LISTEN && x->n < EXIT_LISTENERS) {
-		for (i = 0; i < x->n && x->l[i] != sk; i++)
-			;
-		if (i == x->n)
-			x->l[x->n++] = sk;	/* once per socket, whatever its dups */
-	}
-	/* Settle what the counters say about connections we never looked
-	 * at again (a client that wrote, shut down and exited). */
-	if (sk->kind == SK_CONN) {
-		usmc_sock_refresh(sk, fd);
-		if (sk_flag(sk, SKF_COUNT_LATER))
-			usmc_sock_count_late(sk, fd);
-	}
-}
-
 __attribute__((constructor)) static void usmc_init(void)
 {
 	usmc_options_load();
@@ -697,24 +670,5 @@ __attribute__((constructor)) static void usmc_init(void)
 
 __attribute__((destructor)) static void usmc_fini(void)
 {
-	struct exit_ctx x = { .n = 0 };
-	int i;
-
-	if (usmc_sandboxed())
-		return;		/* nothing the program would not do itself (sandbox.c) */
-	usmc_fd_foreach(exit_sock, &x);
-	/* Our listeners close with us, as the kernel is about to close their
-	 * descriptors: the last process of a family to hold one (a forking
-	 * server's master after its workers, in either order) unregisters it
-	 * instead of leaving it to garbage collection.  Only the shared count
-	 * drops, and no lock is taken beyond what unregistering takes: exit()
-	 * may come from a signal handler that interrupted one of our calls.
-	 * A thread still running that closes one of them now drops it again;
-	 * the count then only says "released" sooner.  Connections are left
-	 * to the kernel: the peer sees the FIN. */
-	for (i = 0; i < x.n; i++)
-		if (atomic_fetch_sub(&x.l[i]->sh->refs, 1) == 1)
-			usmc_listen_release(x.l[i]);
-	usmc_lgr_exit();
-	usmc_stats_detach();
+	usmc_process_exit(true);
 }

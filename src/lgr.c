@@ -214,7 +214,7 @@ static void lgr_prune_locked(void)
 	}
 }
 
-void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)
+void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)
 {
 	struct usmc_cdc_ctrl *c = &l->ctrl[slot];
 	uint32_t busy = SLOT_BUSY;
@@ -222,6 +222,11 @@ void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool ser
 	if (LOAD_RELAXED(&c->c.gen) == gen)
 		atomic_compare_exchange_strong(&c->c.state, &busy,
 					       server_attached ? SLOT_DRAIN : SLOT_FREE);
+}
+
+void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)
+{
+	usmc_lgr_slot_release(l, slot, gen, server_attached);
 	usmc_lgr_put(l);
 }
 

@@ -81,6 +81,8 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 /* Client: the connection on slot/gen is gone here; server_attached says
  * whether the server may still be using it. */
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
+/* The same without dropping our reference to l (no lock: process exit). */
+void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
 
 /* Server: attach the client's link group by id (cached). */
 int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out);

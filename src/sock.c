@@ -110,6 +110,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	memset(&sk->bound, 0, sizeof(sk->bound));
 	sk->epregs = NULL;
 	sk->in_nested = false;
+	STORE_RELAXED(&sk->exit_dropped, false);
 	STORE_RELAXED(&sk->held_fd, -1);
 	STORE_RELEASE(&sk->ref, 1);
 	return sk;
@@ -152,8 +153,10 @@ void usmc_sock_put_last(struct usmc_sock *sk, int fd)
 	if (fd < 0)
 		fd = held;
 	usmc_epoll_forget(sk);
-	/* Releasing may still decide (and lock) an undecided connection. */
-	if (atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
+	/* Releasing may still decide (and lock) an undecided connection.
+	 * After usmc_fd_exit (a destructor closing after ours), this
+	 * process's share is gone already. */
+	if (!LOAD_RELAXED(&sk->exit_dropped) && atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
 		usmc_sock_release(sk, fd);
 		usmc_family_free(sk->sh);
 	} else {

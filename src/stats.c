@@ -296,6 +296,17 @@ int usmc_stats_attach(void)
 	return rc;
 }
 
+/*
+ * Runs single-threaded in the child.  The inherited description, which
+ * the old mapping holds too, must not keep the parent's slot lock (its
+ * "alive") after the parent is gone, so both go.  Inherited connections
+ * keep pointers into the old mapping (sk->st): the new one takes its
+ * place at the same address (mremap MREMAP_FIXED replaces it in one
+ * step), or, if the file at the name is not the same one any more (or
+ * cannot be attached), private zeroed memory does, which they then
+ * count into.  A new mapping lands elsewhere whenever the hole the old
+ * one leaves is too tight for its alignment, or a higher one is free.
+ */
 void usmc_stats_after_fork(void)
 {
 	/* Runs single-threaded in the child.  The inherited description (and
