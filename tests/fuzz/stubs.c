@@ -69,3 +69,9 @@ bool usmc_sig_should_eintr(int timeout_ms)
 {
 	return timeout_ms >= 0;
 }
+
+/* exec.c's vfork(): the targets never fork. */
+pid_t usmc_fork(void)
+{
+	return fork();
+}
