@@ -96,10 +96,9 @@ if bytes(got) != data:
 print("OK %d" % n, flush=True)
 '''
 
-REXEC_XFAIL = pytest.mark.xfail(
-    reason="sshd's re-exec hands the socket on fds 0 and 1 across exec (issue 14 item 3)",
-    strict=False)
-MODES = [pytest.param(False, id="no-rexec"), pytest.param(True, id="rexec", marks=REXEC_XFAIL)]
+# sshd re-execs itself with the connection on fds 0 and 1 (adopted as one
+# socket, exec.c), or serves it in the listening process's child (-r).
+MODES = [pytest.param(False, id="no-rexec"), pytest.param(True, id="rexec")]
 
 
 @pytest.fixture
