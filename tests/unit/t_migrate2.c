@@ -74,6 +74,10 @@ static void leave(int fd)
 	t_ok(fcntl(fd, F_SETFL, fl | O_ASYNC));
 }
 
+/* both: both ends leave together; else only the client leaves, while the
+ * server is still reading its stream from the ring (it follows). */
+static bool both = true;
+
 static void one_end(int fd, int sync, int round, bool client)
 {
 	uint32_t mine = stream_id(round, client), theirs = stream_id(round, !client);
@@ -92,13 +96,23 @@ static void one_end(int fd, int sync, int round, bool client)
 	if (round == 0 && t_accel())
 		t_assert(!strcmp(t_fd_mode(fd, m, sizeof(m)), "SMCD"), "mode \"%s\"", m);
 	send_range(fd, mine, 0, before);
-	recv_range(fd, theirs, 0, early, round);
-	/* Both wrote everything and read their part: leave together. */
-	t_sync_post(sync);
-	t_sync_wait(sync);
-	leave(fd);
-	send_range(fd, mine, before, after);
-	recv_range(fd, theirs, early, before - early + after, round);
+	if (!both && !client) {
+		/* Reading while the client moves: some of it from the ring
+		 * after the cut the client takes (dropped again from TCP). */
+		recv_range(fd, theirs, 0, early, round);
+		t_sync_post(sync);
+		t_sync_wait(sync);
+		send_range(fd, mine, before, after);
+		recv_range(fd, theirs, early, before - early + after, round);
+	} else {
+		recv_range(fd, theirs, 0, early, round);
+		/* Both wrote everything and read their part: leave together. */
+		t_sync_post(sync);
+		t_sync_wait(sync);
+		leave(fd);
+		send_range(fd, mine, before, after);
+		recv_range(fd, theirs, early, before - early + after, round);
+	}
 	if (round == 0 && t_accel())
 		t_assert(!strcmp(t_fd_mode(fd, m, sizeof(m)), "TCP"), "mode \"%s\"", m);
 	/* Nothing more in either direction, and both done before either closes. */
@@ -109,7 +123,7 @@ static void one_end(int fd, int sync, int round, bool client)
 	close(fd);
 }
 
-static void check_both_leave(void)
+static void run_rounds(void)
 {
 	uint16_t port;
 	int lfd = t_listen(&port), sv[2], r;
@@ -130,12 +144,26 @@ static void check_both_leave(void)
 	close(lfd);
 	close(sv[0]);
 	t_smc_pairs = rounds;
-	/* Both ends of every round moved by themselves (async_io), neither followed. */
+	/* Every endpoint ends on TCP: both moved by themselves (async_io), or
+	 * the client did and the server followed (peer_moved_to_tcp). */
 	t_tcp_conns = 2 * rounds;
+}
+
+static void check_both_leave(void)
+{
+	both = true;
+	run_rounds();
+}
+
+static void check_one_leaves(void)
+{
+	both = false;
+	run_rounds();
 }
 
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
+	{ "one_leaves", check_one_leaves },
 };
 
 int main(int argc, char **argv)
