@@ -560,12 +560,13 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 	char c;
 	ssize_t n;
 
-	if (!sk_flag(sk, SKF_WAKEBYTE))
-		return 0;
-	n = real.recv(fd, &c, 1, nonblock ? MSG_DONTWAIT : 0);
-	if (n == 1 || n == 0)
+	if (sk_flag(sk, SKF_WAKEBYTE)) {
+		n = real.recv(fd, &c, 1, nonblock ? MSG_DONTWAIT : 0);
+		if (n < 0)
+			return -errno;
 		sk_clear_flag(sk, SKF_WAKEBYTE);
-	return n < 0 ? -errno : 0;
+	}
+	return unlikely(sk_flag(sk, SKF_TCP_DUP)) ? usmc_migrate_skip_dup(sk, fd, nonblock) : 0;
 }
 
 void usmc_sock_refresh(struct usmc_sock *sk, int fd)

@@ -44,6 +44,7 @@
 #define CDC_F_CLOSED	0x4	/* consumer: closed, will never read (peer writes get EPIPE) */
 #define CDC_F_MIGRATE	0x8	/* both lines: this end continues on TCP (migrate.c) */
 #define CDC_F_RCVLIM	0x10	/* consumer: rcvbuf holds its SO_RCVBUF (af_usmc.c) */
+#define CDC_F_MIGFROM	0x20	/* producer, after CDC_F_MIGRATE: mig_from is final (migrate.c) */
 
 struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint64_t prod;		/* bytes ever produced (skips included) */
@@ -52,6 +53,7 @@ struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint32_t space_armed;	/* bumped when the sender sleeps for space */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the sender */
 	_Atomic uint32_t waiting;	/* hint: sender spinning/sleeping */
+	_Atomic uint64_t mig_from;	/* CDC_F_MIGFROM: our bytes from this cursor on go on TCP */
 } __cacheline;
 
 /*
@@ -116,6 +118,7 @@ static inline void cdc_reset_prod(struct usmc_cdc_prod *p)
 	STORE_RELAXED(&p->flags, 0);
 	STORE_RELAXED(&p->space_armed, 0);
 	STORE_RELAXED(&p->waiting, 0);
+	STORE_RELAXED(&p->mig_from, 0);
 }
 
 static inline void cdc_reset_cons(struct usmc_cdc_cons *c)

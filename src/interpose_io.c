@@ -66,7 +66,7 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
 	 * never the application's, not even for a peek; urgent data is not
 	 * in the stream. */
-	if (unlikely(sk_flag(sk, SKF_WAKEBYTE)) && !(flags & MSG_OOB)) {
+	if (unlikely(sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) && !(flags & MSG_OOB)) {
 		int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
 					    sk_flag(sk, SKF_NONBLOCK));
 

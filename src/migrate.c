@@ -8,11 +8,18 @@
  *  - a switch of an established connection, started by one end when it
  *    cannot stay on shared memory (it exec()s a program without libusmc, or
  *    the application asks for something SMC cannot do).  That end stops
- *    using the rings and raises CDC_F_MIGRATE on both of its lines; the
- *    other end reads what is left in its receive ring, then reads TCP, and
- *    sends what the first end had not read yet (from its send ring, still
- *    intact) on TCP before anything new.  No byte is lost, reordered or
- *    duplicated: each byte goes through exactly one of the two paths.
+ *    using the rings, raises CDC_F_MIGRATE on both of its lines, loads the
+ *    peer's cons and publishes it (mig_from, CDC_F_MIGFROM), and sends its
+ *    ring from there on TCP before anything new.  The other end, leaving
+ *    too or not, does the same for its own ring once it sees the flag: each
+ *    sender moves exactly what its own ring holds beyond the cut, and only
+ *    the sender still has those bytes for sure.  A receiver that read past
+ *    the cut before it noticed (it was still reading when the cut was
+ *    taken) drops that many bytes from TCP; the cut is taken after the
+ *    sender's flag and a full fence, so a receiver that left at the same
+ *    moment without seeing the flag had its cons final already, and one
+ *    that did not finish leaving sees the flag (Dekker).  No byte is lost,
+ *    reordered or duplicated.
  */
 #include "af_usmc.h"
 #include "clc.h"
@@ -102,6 +109,94 @@ void usmc_migrate_finish(struct usmc_sock *sk)
 	pthread_mutex_unlock(&sk->lock);
 }
 
+/*
+ * The peer left: where its TCP bytes start in our receive ring (it publishes
+ * that right after CDC_F_MIGRATE, in the same locked section; a peer that
+ * dies in between closes its TCP end).  Everything from there on comes on
+ * TCP: what we read of it already is dropped from TCP
+ * (usmc_migrate_skip_dup), the rest is read there, not from the ring.  A
+ * client that left before the server answered publishes its prod (the old
+ * rule: nothing on TCP, the ring is read to its end).
+ */
+static void peer_from(struct usmc_sock *sk, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	uint64_t from, head, prod;
+
+	while (!(LOAD_ACQUIRE(&sk->rx_p->flags) & CDC_F_MIGFROM)) {
+		if (real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return;
+		sched_yield();
+	}
+	if (usmc_family_lock(&sk->sh->rx_lock))
+		return;
+	/* Pairs with the release of CDC_F_MIGFROM in usmc_conn_to_tcp(). */
+	from = LOAD_RELAXED(&sk->rx_p->mig_from);
+	if (!usmc_rx_view(sk, &head, &prod) || from > prod) {
+		usmc_sock_abort(sk, USMC_A_PROTOCOL);
+	} else if (from <= head || head == prod) {
+		usmc_dbg(1, "fd %d: peer's TCP starts at %llu, ring head %llu prod %llu", fd,
+			 (unsigned long long)from, (unsigned long long)head, (unsigned long long)prod);
+		STORE_RELAXED(&sk->sh->tcp_dup_from, from);
+		STORE_RELAXED(&sk->sh->tcp_dup_end, from <= head ? head : from);
+		sk_set_flag(sk, SKF_TCP_DUP);
+		/* The ring is done: its bytes are on TCP.  Our own copy only;
+		 * the peer reads our line no more. */
+		STORE_RELAXED(&sk->sh->rx_cons, prod);
+	}
+	usmc_family_unlock(&sk->sh->rx_lock);
+}
+
+/*
+ * Drop the peer's TCP bytes that we read from the ring already: the TCP
+ * stream starts at ring cursor tcp_dup_from, and everything below
+ * tcp_dup_end we read from the ring before.  More than one ring only if the
+ * peer broke the rules: then the connection is reset.
+ */
+int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock)
+{
+	char buf[4096];
+	int rc;
+
+	rc = usmc_family_lock(&sk->sh->rx_lock);
+	if (rc)
+		return rc;
+	while (sk_flag(sk, SKF_TCP_DUP)) {
+		uint64_t from = LOAD_RELAXED(&sk->sh->tcp_dup_from);
+		uint64_t cons = LOAD_RELAXED(&sk->sh->tcp_dup_end);
+		ssize_t n;
+
+		if (from >= cons) {
+			sk_clear_flag(sk, SKF_TCP_DUP);
+			break;
+		}
+		if (cons - from > sk->size) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			rc = -ECONNRESET;
+			break;
+		}
+		usmc_dbg(1, "fd %d: dropping %llu..%llu from TCP", fd, (unsigned long long)from,
+			 (unsigned long long)cons);
+		n = real.recv(fd, buf, (size_t)MIN(cons - from, sizeof(buf)),
+			      nonblock ? MSG_DONTWAIT : 0);
+		if (n < 0) {
+			rc = -errno;
+			if (rc == -EINTR && !nonblock)
+				continue;
+			break;
+		}
+		if (n == 0) {
+			/* The peer ended before its copy: it never comes. */
+			usmc_sock_abort(sk, USMC_A_PEER_RESET);
+			rc = -ECONNRESET;
+			break;
+		}
+		STORE_RELAXED(&sk->sh->tcp_dup_from, from + (uint64_t)n);
+	}
+	usmc_family_unlock(&sk->sh->rx_lock);
+	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
+}
+
 /* The peer raised CDC_F_MIGRATE: follow it.  Caller: usmc_sock_refresh. */
 void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 {
@@ -114,6 +209,7 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 		sk->migrate_end = MIGRATE_END_UNKNOWN;
 		sk->tx_done = false;
 		STORE_RELAXED(&sk->sh->reason, USMC_R_PEER_MIGRATED);
+		peer_from(sk, fd);
 		sk_set_mode(sk, USMC_MODE_MIGRATING);
 		usmc_dbg(1, "fd %d: peer moved the connection to TCP", fd);
 	}
@@ -132,19 +228,60 @@ void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason)
 {
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
 		usmc_server_resolve(sk, fd, true);
-	if (sk_mode(sk) == USMC_MODE_MIGRATING)
+	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
 		usmc_migrate_pump(sk, fd, true);
+		/* What we read of the peer's TCP copy is not the next holder's. */
+		while (sk_flag(sk, SKF_TCP_DUP) && usmc_migrate_skip_dup(sk, fd, false) == -EINTR)
+			;
+	}
 	usmc_conn_to_tcp(sk, fd, reason);
+}
+
+/*
+ * Leaving: send our ring bytes [from, end) on TCP, and drop the peer's TCP
+ * copy of what we read from its ring, both at once (two ends leaving
+ * together each wait for the other's bytes).  Blocks: our next TCP byte
+ * may only follow them.
+ */
+static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t end)
+{
+	struct pollfd p = { .fd = fd };
+	int rc;
+
+	for (;;) {
+		if (from < end) {
+			size_t len = ring_span(sk->size, from, (size_t)(end - from));
+			ssize_t n = real.send(fd, sk->tx_ring + (from & (sk->size - 1)), len,
+					      MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				return -errno;
+			if (n > 0)
+				from += (uint64_t)n;
+		}
+		rc = usmc_tcp_skip_wake(sk, fd, true);
+		if (rc && rc != -EAGAIN && rc != -EINTR)
+			return rc;
+		if (from == end && !sk_flag(sk, SKF_WAKEBYTE) &&
+		    !sk_flag(sk, SKF_TCP_DUP))
+			return 0;
+		p.events = (short)((from < end ? POLLOUT : 0) | POLLIN);
+		if (real.poll(&p, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+	}
 }
 
 /*
  * We leave shared memory (exec without libusmc, or an option SMC cannot
  * honour).  What the peer sent and we did not read, it sends again on TCP;
- * what we sent and it did not read, it still reads from the ring.
+ * what we sent beyond its cons as we load it after our flag, we send on
+ * TCP before returning (blocking), and drop what we read of its copy.
  */
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 {
 	uint32_t m = sk_mode(sk);
+	uint64_t end, from;
+	bool peer_left;
 
 	if (m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED)
 		return m == USMC_MODE_TCP ? 0 : -EINVAL;
@@ -155,17 +292,38 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 		return -EIO;
 	}
 	/* After our last prod and our last cons: release pairs with the
-	 * peer's acquire of the flags in usmc_migrate_follow()/rx. */
-	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGRATE, memory_order_release);
-	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_MIGRATE, memory_order_release);
+	 * peer's acquire of the flags in usmc_migrate_follow()/rx.  Dekker
+	 * with a peer leaving at the same time (seq_cst flag, fence, load of
+	 * its flag): at least one of us sees the other. */
+	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGRATE, memory_order_seq_cst);
+	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_MIGRATE, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
+	peer_left = LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE;
+	/* We send on TCP what the peer had not read of ours, from its cons
+	 * loaded now: a peer still reading drops what it reads beyond it
+	 * (it sees our flag: it had not raised its own before our load of
+	 * it, or its cons is final and this is it).  A proposal not yet
+	 * answered keeps the old rule: the server reads the ring. */
+	end = LOAD_RELAXED(&sk->sh->tx_prod);
+	from = m == USMC_MODE_SMCD ? ring_head(LOAD_ACQUIRE(&sk->tx_c->cons),
+					       LOAD_RELAXED(&sk->sh->tx_skip), end) : end;
+	if (!ring_valid(end, from, sk->size))
+		from = end;	/* a broken peer: nothing of ours for it */
+	STORE_RELAXED(&sk->tx_p->mig_from, from);
+	/* Pairs with the acquire in peer_from(). */
+	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGFROM, memory_order_release);
 	usmc_family_unlock(&sk->sh->rx_lock);
 	usmc_family_unlock(&sk->sh->tx_lock);
 	/* The peer counts on exactly one wake byte before any TCP data. */
 	if (sk->role == 'C')
 		usmc_client_send_wake(sk, fd);
 	sk->lgr->dev->signal(sk->bell_peer);
-	if (sk_flag(sk, SKF_WAKEBYTE))
-		usmc_tcp_skip_wake(sk, fd, true);
+	/* Both left: what it had not read of ours is ours to send, and what
+	 * we read beyond where it starts sending, ours to drop. */
+	if (peer_left && m == USMC_MODE_SMCD)
+		peer_from(sk, fd);
+	if (leave_exchange(sk, fd, from, end))
+		usmc_sock_abort(sk, USMC_A_PEER_RESET);
 	pthread_mutex_lock(&sk->lock);
 	usmc_sock_set_tcp(sk, reason);
 	pthread_mutex_unlock(&sk->lock);

@@ -55,6 +55,7 @@ enum usmc_sock_kind {
 #define SKF_ASYNC	0x40000	/* O_ASYNC on the open file description (SIGIO: TCP only) */
 #define SKF_BUFLIM	0x80000	/* SO_SNDBUF set: sh->sndbuf limits what we have in flight */
 #define SKF_HANDED	0x100000	/* listener received with SCM_RIGHTS: never published (handover.c) */
+#define SKF_TCP_DUP	0x200000	/* TCP from the peer starts at ring cursor tcp_dup_from (migrate.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -114,6 +115,10 @@ struct usmc_sock_sh {
 	/* SO_SNDBUF / SO_RCVBUF as the kernel reports them (twice what was
 	 * asked) once the application set them, else 0 (af_usmc.c). */
 	_Atomic uint32_t sndbuf, rcvbuf;
+	/* SKF_TCP_DUP: the peer's TCP bytes start at this cursor of our
+	 * receive ring; those below tcp_dup_end we read from the ring already
+	 * and drop from TCP (rx_lock). */
+	_Atomic uint64_t tcp_dup_from, tcp_dup_end;
 };
 
 struct usmc_epreg;
@@ -458,6 +463,7 @@ void usmc_migrate_finish(struct usmc_sock *sk);
 void usmc_migrate_follow(struct usmc_sock *sk, int fd);
 /* Client: the server declined our proposal (clc.h); 1 if so, else 0. */
 int usmc_migrate_declined(struct usmc_sock *sk);
+int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock);
 /* Last close of a migrating (or declined) connection: our queued bytes. */
 void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
