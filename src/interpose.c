@@ -351,6 +351,7 @@ EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	return (int)ret(close_range_fds(first, last, flags));
 }
 
+#ifdef USMC_RAW_SYSCALL
 /*
  * syscall(2), as the kernel takes it: six arguments (glibc's syscall()
  * reads six whatever the caller passed, the last ones from the caller's
@@ -391,6 +392,7 @@ EXPORT __attribute__((no_sanitize_address)) long syscall(long nr, ...)
 	}
 	return r;
 }
+#endif
 
 EXPORT void closefrom(int lowfd)
 {

@@ -72,7 +72,12 @@ static int dump(int nl, int family, const struct usmc_addr *dst, uint64_t ino,
 	    (long)sizeof(req))
 		return -EIO;
 	for (;;) {
-		long n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
+		long n;
+
+		/* The kernel writes what it returns; the analyser cannot see a raw
+		 * system call do so. */
+		memset(buf, 0, sizeof(buf));
+		n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
 		struct nlmsghdr *h;
 
 		if (n <= 0)

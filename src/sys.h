@@ -23,6 +23,10 @@
  * not go through that symbol.  Returns the kernel's result: -errno on
  * failure.  No cancellation point, no errno.
  */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define USMC_RAW_SYSCALL 1
+#endif
+
 static inline long usmc_sys6(long nr, long a, long b, long c, long d, long e, long f)
 {
 #if defined(__x86_64__)
@@ -51,7 +55,11 @@ static inline long usmc_sys6(long nr, long a, long b, long c, long d, long e, lo
 			 : "memory", "cc");
 	return x0;
 #else
-#error "usmc_sys6: add this architecture's system call sequence"
+	/* Another architecture: libc's syscall() (libusmc then does not
+	 * interpose it, see interpose.c), with its -1/errno turned back. */
+	long r = syscall(nr, a, b, c, d, e, f);
+
+	return r == -1 ? -errno : r;
 #endif
 }
 
