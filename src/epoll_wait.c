@@ -119,6 +119,15 @@ static int ready_collect(struct usmc_ep *ep, struct epoll_event *out, int max, u
 			r->on_ready = false;
 			continue;
 		}
+		if (sk_flag(r->sk, SKF_CONNECTING)) {
+			/* Connect completion is a TCP event: the kernel entry
+			 * (EPOLLOUT, edge) reports it, in the kernel's order
+			 * among the program's other sockets; kernel_event()
+			 * settles it and puts r back here. */
+			*pp = r->ready_next;
+			r->on_ready = false;
+			continue;
+		}
 		usmc_sock_refresh(r->sk, r->fd);
 		if (!ep_want_translated(r->sk)) {
 			*pp = r->ready_next;
