@@ -459,6 +459,41 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 	return USMC_CONNECT_FAILED;
 }
 
+/*
+ * A proposed client whose TCP connection was reset before the server took
+ * the proposal (its listener closed with us in its accept queue): there is
+ * no usmc peer and never will be, so the socket is plain TCP from here.
+ * Looked at with poll, which leaves the kernel's pending error in place:
+ * readiness, SO_ERROR and the first read or write then come from the
+ * kernel, as without us.  Bytes still in our ring were sent to a socket
+ * that no longer exists; TCP drops them too.  True when it moved to TCP.
+ */
+bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	bool moved = false;
+	uint64_t ans;
+
+	if (sk->role != 'C' || sk_mode(sk) != USMC_MODE_PROPOSED)
+		return false;
+	if (real.poll(&p, 1, 0) != 1 || !(p.revents & POLLERR))
+		return false;
+	pthread_mutex_lock(&sk->lock);
+	ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+	if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+	    (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
+	    usmc_clc_withdraw(sk->ln, &sk->local)) {
+		sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
+		usmc_conn_unbind_slot(sk, false);
+		usmc_sock_set_tcp(sk, USMC_R_NONE);
+		moved = true;
+	}
+	pthread_mutex_unlock(&sk->lock);
+	if (moved)
+		usmc_dbg(1, "fd %d: reset before the server accepted it: plain TCP", fd);
+	return moved;
+}
+
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 {
 	struct usmc_reg_listener rec;
@@ -597,8 +632,12 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 	if (sk_mode(sk) != USMC_MODE_PROPOSED)
 		return;
 	ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
-	if (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE)
+	if (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) {
+		/* Unanswered: one look at TCP for a reset (costs a system
+		 * call per look until the server answers). */
+		usmc_sock_proposal_reset(sk, fd);
 		return;
+	}
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		if (CDC_ANS_KIND(ans) == CDC_ANS_ACCEPT) {

@@ -141,6 +141,13 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 		r->on_ready = r->on_again = false;
 		if (r->disabled || !r->translated)
 			continue;
+		if (sk_flag(r->sk, SKF_CONNECTING)) {
+			/* Connect completion is a TCP event: the kernel entry
+			 * (EPOLLOUT, edge) reports it, in the kernel's order
+			 * among the program's other sockets; the kernel event
+			 * settles it and queues r again. */
+			continue;
+		}
 		usmc_sock_refresh(r->sk, r->fd);
 		if (!ep_want_translated(r->sk)) {
 			ep_reg_sync(r);

@@ -138,6 +138,8 @@ void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
 	 * first, so the application's SO_ERROR still finds it. */
 	if (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd))
 		return;
+	if (usmc_sock_proposal_reset(sk, fd))
+		return;
 	while (!sk_flag(sk, SKF_TCP_EOF)) {
 		/* The client's wake byte comes first on TCP: a descriptor
 		 * nobody else can have reused gives it up without a look. */
