@@ -118,14 +118,29 @@ void usmc_migrate_finish(struct usmc_sock *sk)
  * client that left before the server answered publishes its prod (the old
  * rule: nothing on TCP, the ring is read to its end).
  */
+#ifndef USMC_MIGFROM_WAIT_MS
+#define USMC_MIGFROM_WAIT_MS	1000	/* fuzz builds: 0 */
+#endif
+
 static void peer_from(struct usmc_sock *sk, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-	uint64_t from, head, prod;
+	uint64_t from, head, prod, deadline = 0;
 
+	/* An honest peer stores the two flags a few instructions apart; one
+	 * that raises only the first (or is stopped between them) gets its
+	 * connection reset after a bound, never an endless wait. */
 	while (!(LOAD_ACQUIRE(&sk->rx_p->flags) & CDC_F_MIGFROM)) {
+		uint64_t now = usmc_now_ns();
+
 		if (real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			return;
+		if (!deadline) {
+			deadline = now + USMC_MIGFROM_WAIT_MS * 1000000ull;
+		} else if (now >= deadline) {
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			return;
+		}
 		sched_yield();
 	}
 	if (usmc_family_lock(&sk->sh->rx_lock))
