@@ -548,13 +548,23 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			return tx_moved(sk, fd, nonblock);
 		}
 		rc = tx_state(sk);
-		if (rc) {
-			if (rc == 1) {
-				done = len;
-				break;
-			}
+		if (rc == 1) {
+			/* The peer closed: as TCP's first send after that, what
+			 * the socket buffer would take counts as sent, and the
+			 * input is consumed as far (never the whole request: a
+			 * caller that trusts the count seeks its file by it). */
+			size_t k = (size_t)MIN((uint64_t)(len - done),
+					       MIN(usmc_tx_cap(sk), (uint64_t)sk->size));
+
+			if (off)
+				*off += (off_t)k;
+			else if (lseek(in_fd, (off_t)k, SEEK_CUR) < 0)
+				k = 0;
+			done += k;
 			break;
 		}
+		if (rc)
+			break;
 		if (!usmc_tx_view(sk, &head, &prod)) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
