@@ -64,7 +64,8 @@ SUITES = {
               "test.test_httpservers", "test.test_httplib", "test.test_socket",
               "test.test_ftplib", "test.test_urllib2_localnet", "test.test_xmlrpc"],
         quick=["test.test_socketserver", "test.test_asyncio.test_streams",
-               "test.test_asyncio.test_sock_lowlevel", "test.test_httpservers"],
+               "test.test_asyncio.test_sock_lowlevel", "test.test_asyncio.test_sendfile",
+               "test.test_httpservers"],
         # AF_VSOCK: no vsock transport here; the test waits in accept() forever.
         exclude=["VSOCK"]),
     "tornado": Suite(
