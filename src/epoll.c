@@ -33,12 +33,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 
 pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
-struct usmc_epreg *ep_arena;
-static struct usmc_epreg *reg_free;
-static size_t arena_used;
 _Atomic uint64_t ep_mode_gen;
 
 /* epoll descriptor -> instance; small two-level table under ep_lock */
@@ -61,78 +57,6 @@ struct usmc_ep *ep_lookup(int epfd)
 	struct usmc_ep **s = ept_slot(epfd, false);
 
 	return s ? *s : NULL;
-}
-
-static struct usmc_epreg *reg_alloc(void)
-{
-	struct usmc_epreg *r;
-	uint16_t gen;
-
-	if (reg_free) {
-		r = reg_free;
-		reg_free = r->free_next;
-	} else {
-		if (!ep_arena) {
-			void *p = mmap(NULL, sizeof(*ep_arena) * EP_ARENA_REGS, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-			if (p == MAP_FAILED)
-				return NULL;
-			/* Tags keep the generation above the address. */
-			if ((uintptr_t)p + sizeof(*ep_arena) * EP_ARENA_REGS > EP_ADDR_MASK) {
-				munmap(p, sizeof(*ep_arena) * EP_ARENA_REGS);
-				return NULL;
-			}
-			ep_arena = p;
-		}
-		if (arena_used == EP_ARENA_REGS)
-			return NULL;
-		r = &ep_arena[arena_used++];
-	}
-	gen = r->gen;
-	memset(r, 0, sizeof(*r));
-	r->gen = (uint16_t)(gen + 1);
-	r->magic = EPREG_LIVE;
-	return r;
-}
-
-static void reg_release(struct usmc_epreg *r)
-{
-	r->magic = EPREG_DEAD;
-	r->free_next = reg_free;
-	reg_free = r;
-}
-
-/* Does a kernel event's data point into the arena (one of our tags, for
- * any record, live or dead, or the instance's own eventfds)?  Caller holds
- * ep_lock. */
-bool ep_data_ours(uint64_t data)
-{
-	uint64_t base = (uint64_t)(uintptr_t)ep_arena, p = data & EP_ADDR_MASK;
-
-	return ep_arena && p >= base && p - base < (uint64_t)EP_ARENA_REGS * sizeof(*ep_arena);
-}
-
-/* The live record of instance ep that a kernel event's data names, or NULL
- * (not ours, an eventfd, or a record freed or reused since the event was
- * queued).  Caller holds ep_lock. */
-struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag)
-{
-	uint64_t base = (uint64_t)(uintptr_t)ep_arena, p = data & EP_ADDR_MASK & ~3ULL, off;
-	struct usmc_epreg *r;
-
-	if (!ep_arena || p < base)
-		return NULL;
-	off = p - base;
-	if (off >= arena_used * sizeof(*ep_arena) || off % sizeof(*ep_arena))
-		return NULL;
-	r = (struct usmc_epreg *)(uintptr_t)p;
-	*tag = (unsigned int)(data & 3);
-	if (*tag == EP_TAG_SELF)
-		return NULL;
-	if (r->magic != EPREG_LIVE || r->ep != ep || r->gen != (uint16_t)(data >> EP_GEN_SHIFT))
-		return NULL;
-	return r;
 }
 
 void usmc_epoll_mode_changed(void)
@@ -290,6 +214,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
 	if (rc)
 		return -errno;
+	ep_alias_drop(r->ep, r->fd);
 	if (!sibling_bell(r)) {
 		ev.events = EPOLLIN | EPOLLET | excl;
 		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
@@ -358,7 +283,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 		 * again what is pending). */
 		ev.events = r->events;
 		ev.data.u64 = r->data;
-		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+		if (!ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev))
 			r->undecided = false;
 		return;
 	}
@@ -378,7 +303,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 	r->ep->ntranslated--;
 	ev.events = r->events;
 	ev.data.u64 = r->data;
-	real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev);
+	ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev);
 }
 
 /* epoll descriptor numbers per instance, to find epfd from a record. */
@@ -469,7 +394,7 @@ static void reg_unlink(struct usmc_epreg *r)
 	}
 	if (r->translated)
 		r->ep->ntranslated--;
-	reg_release(r);
+	ep_reg_release(r);
 }
 
 /* Caller holds ep_lock; no thread is inside usmc_epoll_wait() on ep. */
@@ -477,24 +402,23 @@ void ep_free(struct usmc_ep *ep)
 {
 	while (ep->regs)
 		reg_unlink(ep->regs);
+	ep_alias_free_all(ep);
 	usmc_ifd_close(ep->selfev);
 	usmc_ifd_close(ep->wake);
 	free(ep);
 }
 
-/* The application closed an epoll descriptor (or dup'ed over it). */
-bool usmc_epoll_closed(int fd)
+/* Forget epoll descriptor fd (closed, or never an instance).  Caller holds
+ * ep_lock.  Returns whether it was one we knew. */
+static bool ep_forget_fd(int fd)
 {
 	struct usmc_ep **s, *ep;
 	struct ep_fdlist **pp, *e;
 
-	pthread_mutex_lock(&ep_lock);
 	s = ept_slot(fd, false);
 	ep = s ? *s : NULL;
-	if (!ep) {
-		pthread_mutex_unlock(&ep_lock);
+	if (!ep)
 		return false;
-	}
 	*s = NULL;
 	for (pp = &ep_fds; (e = *pp); pp = &e->next)
 		if (e->fd == fd) {
@@ -507,8 +431,18 @@ bool usmc_epoll_closed(int fd)
 		if (!ep->waiters)
 			ep_free(ep);
 	}
-	pthread_mutex_unlock(&ep_lock);
 	return true;
+}
+
+/* The application closed an epoll descriptor (or dup'ed over it). */
+bool usmc_epoll_closed(int fd)
+{
+	bool known;
+
+	pthread_mutex_lock(&ep_lock);
+	known = ep_forget_fd(fd);
+	pthread_mutex_unlock(&ep_lock);
+	return known;
 }
 
 void usmc_epoll_dup(int oldfd, int newfd)
@@ -583,6 +517,7 @@ static void reg_drop_parked(struct usmc_epreg *r)
 	if (epfd >= 0) {
 		kernel_bell_drop(epfd, r);
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
+		ep_alias_drop(r->ep, r->fd);
 	}
 	reg_unlink(r);
 }
@@ -596,6 +531,24 @@ static void reg_revive(struct usmc_epreg *r, const struct epoll_event *ev)
 	reg_fresh(r);
 }
 
+/* A descriptor usmc does not translate (a listener, a pipe) whose entry
+ * needs an alias (epoll_tag.c); the instance becomes known if it was not.
+ * Caller holds ep_lock. */
+static int prog_ctl_foreign(struct usmc_ep *ep, int epfd, int op, int fd,
+			    const struct epoll_event *ev)
+{
+	bool fresh = !ep;
+	int rc;
+
+	if (!ep)
+		ep = ep_create(epfd);
+	if (!ep)
+		return -ENOMEM;
+	rc = ep_prog_ctl(ep, epfd, op, fd, ev);
+	if (rc && fresh)
+		ep_forget_fd(epfd);	/* not an epoll instance at all, perhaps */
+	return rc;
+}
 
 int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
@@ -606,7 +559,15 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (fd == epfd)
 		return USMC_PASS;	/* the kernel says EINVAL */
+	/* Taken (and dropped, below) outside ep_lock: a reference dropped
+	 * here may be the socket's last, whose release takes ep_lock. */
+	sk = usmc_fd_get(fd);
 	pthread_mutex_lock(&ep_lock);
+	/* Before any program data reaches the kernel: its range is known. */
+	if (ep_tags_init()) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	ep = ep_lookup(epfd);
 	inner = ep_lookup(fd);
 	if (inner && op == EPOLL_CTL_ADD && !inner->nested) {
@@ -620,12 +581,15 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep_arm_all(inner);
 		ep_selfev_update(inner, fd);
 	}
-	sk = usmc_fd_get(fd);
 	if (!sk || (sk->kind != SK_TCP && sk->kind != SK_CONN)) {
 		if (ep && op == EPOLL_CTL_ADD)
 			ep->nforeign++;
 		else if (ep && op == EPOLL_CTL_DEL && ep->nforeign > 0)
 			ep->nforeign--;
+		/* Data that looks like our tags, or an entry that has an alias. */
+		if ((op != EPOLL_CTL_DEL && ev && ep_data_ours(ev->data.u64)) ||
+		    ep_alias_has(ep, fd))
+			rc = prog_ctl_foreign(ep, epfd, op, fd, ev);
 		goto out;
 	}
 	if (!ep)
@@ -657,7 +621,7 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = -EFAULT;
 			break;
 		}
-		r = reg_alloc();
+		r = ep_reg_alloc();
 		if (!r) {
 			rc = -ENOMEM;
 			break;
@@ -677,12 +641,14 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 						   .data.u64 = ep_tag(r, EP_TAG_UND) };
 
 			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) ? -errno : 0;
+			if (!rc)
+				ep_alias_drop(ep, fd);
 			r->undecided = true;
 		} else {
-			rc = real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, ev) ? -errno : 0;
+			rc = ep_prog_ctl(ep, epfd, EPOLL_CTL_ADD, fd, ev);
 		}
 		if (rc) {
-			reg_release(r);
+			ep_reg_release(r);
 			break;
 		}
 		r->ep_next = ep->regs;
@@ -720,9 +686,12 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		} else {
 			struct epoll_event kev = *ev;
 
-			if (r->undecided)
+			if (r->undecided) {
 				kev.data.u64 = ep_tag(r, EP_TAG_UND);
-			rc = real.epoll_ctl(epfd, op, fd, &kev) ? -errno : 0;
+				rc = real.epoll_ctl(epfd, op, fd, &kev) ? -errno : 0;
+			} else {
+				rc = ep_prog_ctl(ep, epfd, op, fd, ev);
+			}
 			if (!rc) {
 				r->events = ev->events;
 				r->data = ev->data.u64;
@@ -739,7 +708,8 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			rc = 0;
 			break;
 		}
-		rc = real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0;
+		rc = r->translated ? (real.epoll_ctl(epfd, op, fd, ev) ? -errno : 0) :
+				     ep_prog_ctl(ep, epfd, op, fd, ev);
 		if (rc)
 			break;
 		if (r->translated)

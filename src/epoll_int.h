@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 
 #define EPREG_LIVE	0x4745524550434d55ULL	/* "UMCPEREG" */
 #define EPREG_DEAD	0
@@ -20,7 +21,9 @@
  * ep_arena, below 2^48), its kind in bits 0-1, and the record's generation
  * in bits 48-63 (bumped on every reuse, so that an event queued for a freed
  * record never reaches its successor).  No such value ever reaches the
- * program: ep_data_ours() says which kernel events to translate or drop.
+ * program, and no program data in the arena's range reaches the kernel
+ * (epoll_tag.c aliases it): ep_data_ours() says which kernel events to
+ * translate or drop.
  */
 #define EP_TAG_BELL	0ULL
 #define EP_TAG_TCP	1ULL
@@ -82,6 +85,7 @@ struct usmc_ep {
 	int waiters;			/* threads inside usmc_epoll_wait() on it */
 	bool closed;			/* last descriptor closed: freed by the last waiter */
 	int wake;			/* eventfd (EPOLLET, EP_TAG_SELF): wakes a sleeper */
+	struct ep_alias *aliases;	/* the program's entries with tag-like data */
 };
 
 extern pthread_mutex_t ep_lock;
@@ -94,8 +98,19 @@ void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
 void ep_ready_remove(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
+/* epoll_tag.c: the arena of records and aliases; under ep_lock */
+int ep_tags_init(void);
+struct usmc_epreg *ep_reg_alloc(void);
+void ep_reg_release(struct usmc_epreg *r);
 struct usmc_epreg *ep_reg_from_data(uint64_t data, struct usmc_ep *ep, unsigned int *tag);
 bool ep_data_ours(uint64_t data);
+bool ep_tag_is_alias(uint64_t data);
+bool ep_alias_event(struct usmc_ep *ep, uint64_t data, uint64_t *prog);
+bool ep_alias_has(struct usmc_ep *ep, int fd);
+void ep_alias_drop(struct usmc_ep *ep, int fd);
+void ep_alias_free_all(struct usmc_ep *ep);
+void ep_alias_restore(struct usmc_ep *ep, int epfd);
+int ep_prog_ctl(struct usmc_ep *ep, int epfd, int op, int fd, const struct epoll_event *ev);
 void ep_free(struct usmc_ep *ep);
 void ep_fresh_wake(struct usmc_epreg *r);
 

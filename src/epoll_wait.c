@@ -553,7 +553,7 @@ static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
 /* Program-visible event from the kernel, or one of ours to translate? */
 static bool kernel_direct(uint64_t data)
 {
-	return !ep_data_ours(data) || (data & 3) == EP_TAG_UND;
+	return !ep_data_ours(data) || ep_tag_is_alias(data) || (data & 3) == EP_TAG_UND;
 }
 
 /*
@@ -577,8 +577,15 @@ static int kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int 
 		if (kernel_direct(kev[i].data.u64)) {
 			direct--;
 			n += collect(ep, false, out + n, max - n - direct - 1, call);
+			uint64_t prog;
+
 			if (!r && !ep_data_ours(kev[i].data.u64)) {
 				out[n++] = kev[i];
+			} else if (ep_tag_is_alias(kev[i].data.u64)) {
+				if (ep_alias_event(ep, kev[i].data.u64, &prog)) {
+					out[n].events = kev[i].events;
+					out[n++].data.u64 = prog;
+				}
 			} else if (r && undecided_event(r, kev[i].events)) {
 				out[n].events = kev[i].events;
 				out[n++].data.u64 = r->data;
@@ -607,6 +614,15 @@ static int kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int
 
 		if (!ep_data_ours(e.data.u64)) {
 			ev[m++] = e;
+			continue;
+		}
+		if (ep_tag_is_alias(e.data.u64)) {
+			uint64_t prog;
+
+			if (ep_alias_event(ep, e.data.u64, &prog)) {
+				ev[m].events = e.events;
+				ev[m++].data.u64 = prog;
+			}
 			continue;
 		}
 		r = ep_reg_from_data(e.data.u64, ep, &tag);

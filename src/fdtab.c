@@ -150,14 +150,13 @@ static void find_fd(int fd, struct usmc_sock *sk, void *arg)
 
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 {
-	struct usmc_sock *cur = usmc_fd_get(hint);
 	struct find_ctx c = { sk, -1 };
 
-	if (cur) {
-		usmc_sock_put(cur);
-		if (cur == sk)
-			return hint;
-	}
+	/* The caller holds sk (a reference, or ep_lock over a record of it),
+	 * so a slot equal to sk is sk's: no reference needed, and none
+	 * dropped (which could be another socket's last). */
+	if (hint >= 0 && usmc_fd_peek(hint) == sk)
+		return hint;
 	/* The application closed (or reused) that number: find another, or
 	 * the duplicate that keeps the socket alive for calls in progress. */
 	usmc_fd_foreach(find_fd, &c);

@@ -51,6 +51,20 @@ static inline struct usmc_sock *usmc_fd_get(int fd)
 	}
 	return usmc_fd_get_slow(fd);
 }
+/* The socket at fd now, without a reference: for comparing with one the
+ * caller holds, never to use (callers under ep_lock, where dropping a
+ * reference could be the last, and the last close takes ep_lock). */
+static inline struct usmc_sock *usmc_fd_peek(int fd)
+{
+	unsigned int hi = (unsigned int)fd >> FDT_SHIFT;
+	usmc_fdslot_t *leaf;
+
+	if (hi >= FDT_ROOT)
+		return NULL;
+	leaf = atomic_load_explicit(&usmc_fdt_root[hi], memory_order_acquire);
+	return leaf ? atomic_load_explicit(&leaf[(unsigned int)fd & (FDT_LEAF - 1)],
+					   memory_order_acquire) : NULL;
+}
 /* Install sk at fd (takes over one reference). */
 int usmc_fd_install(int fd, struct usmc_sock *sk);
 /* Remove fd's entry; returns the socket whose reference the caller drops. */

@@ -222,7 +222,11 @@ static void epoll_settle(void)
 	pthread_mutex_lock(&ep_lock);
 	for (fd = 0; fd < max && fd < (1 << 21); fd++) {
 		ep = ep_lookup(fd);
-		if (!ep || ep->nested)
+		if (!ep)
+			continue;
+		/* The program's data straight in the kernel again. */
+		ep_alias_restore(ep, fd);
+		if (ep->nested)
 			continue;
 		for (r = ep->regs; r; r = next) {
 			next = r->ep_next;	/* a parked record leaves the list */
