@@ -150,15 +150,27 @@ static size_t iov_total(const struct iovec *iov, int cnt)
 	return t;
 }
 
+/* A reset's error: ECONNRESET once (the one call that takes it), then EPIPE. */
+static int tx_reset_error(struct usmc_sock *sk, bool take)
+{
+	uint32_t f = take ? atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) :
+			    LOAD_ACQUIRE(&sk->sh->flags);
+
+	return f & SKF_ERR_TAKEN ? -EPIPE : -ECONNRESET;
+}
+
 /*
  * Errors a send must report before writing, as TCP would:
  *  - reset (either side)                -> ECONNRESET once, then EPIPE
  *  - our shutdown(SHUT_WR)              -> EPIPE
  *  - the peer closed (will never read)  -> the first send "succeeds" (TCP
  *    sends it and gets an RST back), every later one fails with EPIPE.
- * Returns 0, a negative errno, or 1 for "swallow this send".
+ *  - the peer died with our bytes unread -> ECONNRESET once, then EPIPE
+ * Returns 0, a negative errno, or 1 for "swallow this send".  take: the
+ * reset is reported by this call (false: bytes of it went already, so the
+ * call returns those and the next one reports it, as TCP's pending error).
  */
-static int tx_state(struct usmc_sock *sk)
+static int tx_state(struct usmc_sock *sk, bool take)
 {
 	uint32_t f = LOAD_ACQUIRE(&sk->sh->flags);
 	uint32_t pf = LOAD_ACQUIRE(&sk->tx_c->flags);
@@ -167,11 +179,8 @@ static int tx_state(struct usmc_sock *sk)
 		usmc_sock_abort(sk, USMC_A_PEER_RESET);
 		f |= SKF_ABORTED;
 	}
-	if (f & SKF_ABORTED) {
-		if (!(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN))
-			return -ECONNRESET;
-		return -EPIPE;
-	}
+	if (f & SKF_ABORTED)
+		return tx_reset_error(sk, take);
 	if (f & SKF_SHUT_WR)
 		return -EPIPE;
 	if (pf & CDC_F_CLOSED) {
@@ -180,8 +189,16 @@ static int tx_state(struct usmc_sock *sk)
 		return -EPIPE;
 	}
 	if (f & SKF_TCP_EOF) {
-		/* The peer died without closing through usmc: its TCP socket is
-		 * gone, so this is a write to a closed peer. */
+		uint64_t head, prod;
+
+		/* The peer died without closing through usmc.  With bytes of
+		 * ours unread its kernel would have sent RST at once (as rx.c
+		 * reads it): reset.  Without, a FIN: this is a write to a
+		 * closed peer. */
+		if (!usmc_tx_view(sk, &head, &prod) || prod != head) {
+			usmc_sock_abort(sk, USMC_A_PEER_DIED);
+			return tx_reset_error(sk, take);
+		}
 		if (!(atomic_fetch_or(&sk->sh->flags, SKF_RST_SEEN) & SKF_RST_SEEN))
 			return 1;
 		return -EPIPE;
@@ -436,7 +453,7 @@ moved:
 			goto moved;
 		}
 
-		rc = tx_state(sk);
+		rc = tx_state(sk, !done);
 		if (rc) {
 			if (rc == 1) {
 				done = total;	/* swallowed, as TCP's last send */
@@ -547,7 +564,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			tx_unlock(sk, fd, false);
 			return tx_moved(sk, fd, nonblock);
 		}
-		rc = tx_state(sk);
+		rc = tx_state(sk, !done);
 		if (rc == 1) {
 			/* The peer closed: as TCP's first send after that, what
 			 * the socket buffer would take counts as sent, and the

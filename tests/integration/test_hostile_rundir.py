@@ -536,8 +536,6 @@ def stream_end_after_reader_kill(procs, scripts, env, usmc):
     return srv.text().split("END ")[1].split()[0]
 
 
-@pytest.mark.xfail(reason="row 11: a writer whose reader died with unread ring data gets "
-                          "EPIPE, TCP gives ECONNRESET (tx.c tx_state, another helper's file)")
 @pytest.mark.timeout(90, method="signal")
 def test_reader_killed_writer_sees_what_tcp_gives(rundir, procs, scripts):
     plain = stream_end_after_reader_kill(procs, scripts, rundir.env(), usmc=False)
