@@ -4,7 +4,8 @@
 #   make asan       build/asan/ (ASan+UBSan library and tests)
 #   make tsan       build/tsan/ (TSan library and tests)
 #   make test       everything, then the whole test suite
-#   make conformance  real projects' test suites, plain vs usmc (docs/conformance.md)
+#   make conformance  real projects' test suites, plain vs usmc, on an idle
+#                     machine and beside two CPU hogs (docs/conformance*.md)
 
 CC      ?= cc
 O       ?= build
@@ -59,6 +60,7 @@ test:
 # plain and under usmc, outcomes compared; results in docs/conformance.md.
 conformance: all
 	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json
+	tests/conformance/run.py --hog 2 --doc docs/conformance-hog.md --json docs/conformance-hog.json
 
 clean:
 	rm -rf build

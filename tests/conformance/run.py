@@ -2,17 +2,21 @@
 """Run real projects' own network test suites plain and under usmc, and
 compare the outcomes test by test (see suites.py).
 
-    tests/conformance/run.py [--quick] [--suite NAME ...] [--json FILE] [--doc FILE]
+    tests/conformance/run.py [--quick] [--suite NAME ...] [--hog N] [--json FILE] [--doc FILE]
 
 `make conformance` runs every suite whole and rewrites docs/conformance.md
 and docs/conformance.json.  The exit status is 1 if any suite shows a
 repeatable difference or fewer than 80 % of its TCP endpoints went through
-shared memory, 0 otherwise.
+shared memory, 0 otherwise.  --hog N keeps N busy-looping processes
+running through both runs (a loaded machine: timing-dependent waits in
+usmc or in the suites show up there first).
 """
 import argparse
 import datetime
 import json
+import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +40,23 @@ def verdict(res):
     return not res["differences"] and res["accelerated_share"] >= MIN_SHARE
 
 
-def doc(results, path):
+def hogs_start(n):
+    """n processes that spin until killed, in their own process group."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             start_new_session=True, stdin=subprocess.DEVNULL)
+            for _ in range(n)]
+
+
+def hogs_stop(hogs):
+    for p in hogs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def doc(results, path, hog=0):
     lines = [
         "# Differential conformance: real projects' own test suites",
         "",
@@ -53,6 +73,9 @@ def doc(results, path):
         "Last run: %s at %s on %s (%s)." % (
             datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             _rev(), platform.node() or "?", platform.platform()),
+        "",
+        ("Both runs of every suite ran beside %d busy-looping processes on %d CPUs." % (
+            hog, os.cpu_count() or 0)) if hog else "The machine was otherwise idle.",
         "",
         "| suite | tests | plain: ok/fail/error/skip | usmc: ok/fail/error/skip | "
         "differences | flaky | shared memory | TCP (reasons) | time plain / usmc |",
@@ -100,6 +123,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the quick subsets only")
     ap.add_argument("--suite", action="append", choices=sorted(suites.SUITES),
                     help="run only this suite (repeatable)")
+    ap.add_argument("--hog", type=int, default=0, metavar="N",
+                    help="N CPU-bound processes running throughout")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--doc", help="write the markdown report here")
     args = ap.parse_args()
@@ -107,6 +132,20 @@ def main():
     results = []
     work = tempfile.mkdtemp(prefix="usmc-conformance-")
     print("logs in %s" % work)
+    hogs = hogs_start(args.hog)
+    try:
+        run_all(names, args, work, results)
+    finally:
+        hogs_stop(hogs)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"hog": args.hog, "results": results}, indent=1,
+                                              sort_keys=True))
+    if args.doc:
+        doc(results, args.doc, args.hog)
+    return 0 if results and all(verdict(r) for r in results) else 1
+
+
+def run_all(names, args, work, results):
     for n in names:
         s = suites.SUITES[n]
         if not suites.available(s):
@@ -122,11 +161,6 @@ def main():
                   "PASS" if verdict(r) else "FAIL"))
         for t, (p, u) in sorted(r["differences"].items()):
             print("    differs: %s: plain %s, usmc %s" % (t, p, u))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True))
-    if args.doc:
-        doc(results, args.doc)
-    return 0 if results and all(verdict(r) for r in results) else 1
 
 
 if __name__ == "__main__":
