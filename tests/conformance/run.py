@@ -29,6 +29,10 @@ MIN_SHARE = 0.80
 
 
 def _rev():
+    # A copy of a build (USMC_TEST_BUILD) may say which commit it is.
+    rev = suites.BUILD / "REV"
+    if rev.exists():
+        return rev.read_text().strip()
     try:
         return subprocess.run(["git", "-C", str(suites.REPO), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=30).stdout.strip()
