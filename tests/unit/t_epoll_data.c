@@ -206,109 +206,114 @@ static void drain_pipes(struct pipes *p)
 			;
 }
 
+/* ---- the checks' common set-up ---------------------------------------------- */
+
+/* A connection on shared memory, tag-like values, a pipe for each, and a
+ * fresh instance. */
+struct fix {
+	int c, s, helper, ep, n;
+	uint64_t v[NVAL];
+	struct pipes p;
+};
+
+static void fix_open(struct fix *f)
+{
+	t_pair_smc(&f->c, &f->s);
+	f->n = tag_like(f->s, &f->helper, f->v);
+	pipes_open(&f->p, f->v, f->n);
+	f->ep = ep_new();
+}
+
+/* The connection still carries bytes both ways; everything closed. */
+static void fix_close(struct fix *f)
+{
+	drain_pipes(&f->p);
+	t_xfer(f->c, f->s, "z");
+	t_xfer(f->s, f->c, "y");
+	close(f->ep);
+	close(f->helper);
+	pipes_close(&f->p);
+	close(f->c);
+	close(f->s);
+}
+
 /* ---- exact ---------------------------------------------------------------- */
 
 static void check_exact(void)
 {
-	uint64_t v[NVAL], w[NVAL + 2];
-	struct pipes p;
-	int c, s, helper, ep, n, i;
+	uint64_t w[NVAL + 2];
+	struct fix f;
+	int i;
 	char b;
 
-	t_pair_smc(&c, &s);
-	n = tag_like(s, &helper, v);
-	pipes_open(&p, v, n);
-	ep = ep_new();
-	ep_ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN, 0x5151);
-	pipes_add(&p, ep);
-	pipes_fill(&p);
-	t_write_all(c, "x", 1);
-	expect_set(ep, w, want_of(&p, w, 0x5151));
-	t_read_all(s, &b, 1);
-	drain_pipes(&p);
+	fix_open(&f);
+	ep_ctl(f.ep, EPOLL_CTL_ADD, f.s, EPOLLIN, 0x5151);
+	pipes_add(&f.p, f.ep);
+	pipes_fill(&f.p);
+	t_write_all(f.c, "x", 1);
+	expect_set(f.ep, w, want_of(&f.p, w, 0x5151));
+	t_read_all(f.s, &b, 1);
+	drain_pipes(&f.p);
 
 	/* MOD: every pipe gets another pipe's tag-like value, or a plain one. */
-	for (i = 0; i < p.n; i++) {
-		p.data[i] = i % 2 ? v[(i + 1) % n] + 0x100 : v[(i + 1) % n];
-		ep_ctl(ep, EPOLL_CTL_MOD, p.rd[i], EPOLLIN, p.data[i]);
+	for (i = 0; i < f.p.n; i++) {
+		f.p.data[i] = i % 2 ? f.v[(i + 1) % f.n] + 0x100 : f.v[(i + 1) % f.n];
+		ep_ctl(f.ep, EPOLL_CTL_MOD, f.p.rd[i], EPOLLIN, f.p.data[i]);
 	}
-	pipes_fill(&p);
-	t_write_all(c, "y", 1);
-	expect_set(ep, w, want_of(&p, w, 0x5151));
-	t_read_all(s, &b, 1);
-	drain_pipes(&p);
+	pipes_fill(&f.p);
+	t_write_all(f.c, "y", 1);
+	expect_set(f.ep, w, want_of(&f.p, w, 0x5151));
+	t_read_all(f.s, &b, 1);
+	drain_pipes(&f.p);
 
 	/* DEL: no event; ADD again: reported with its data. */
-	for (i = 0; i < p.n; i++)
-		ep_ctl(ep, EPOLL_CTL_DEL, p.rd[i], 0, 0);
-	pipes_fill(&p);
+	for (i = 0; i < f.p.n; i++)
+		ep_ctl(f.ep, EPOLL_CTL_DEL, f.p.rd[i], 0, 0);
+	pipes_fill(&f.p);
 	{
 		struct epoll_event ev[4];
-		int k = epoll_wait(ep, ev, 4, NOEV_MS);
+		int k = epoll_wait(f.ep, ev, 4, NOEV_MS);
 
 		t_assert(k == 0, "after DEL: %d events, first data %#llx", k,
 			 k > 0 ? (unsigned long long)ev[0].data.u64 : 0ULL);
 	}
-	pipes_add(&p, ep);
-	expect_set(ep, w, want_of(&p, w, 0) - 1);
-	drain_pipes(&p);
-	t_xfer(c, s, "z");
-	close(ep);
-	close(helper);
-	pipes_close(&p);
-	close(c);
-	close(s);
+	pipes_add(&f.p, f.ep);
+	expect_set(f.ep, w, want_of(&f.p, w, 0) - 1);
+	fix_close(&f);
 }
 
 /* ---- first / inplace -------------------------------------------------------- */
 
 static void check_first(void)
 {
-	uint64_t v[NVAL], w[NVAL + 2];
-	struct pipes p;
-	int c, s, helper, ep, n;
+	uint64_t w[NVAL + 2];
+	struct fix f;
 	char b;
 
-	t_pair_smc(&c, &s);
-	n = tag_like(s, &helper, v);
-	pipes_open(&p, v, n);
-	ep = ep_new();
-	pipes_add(&p, ep);
-	pipes_fill(&p);
-	expect_set(ep, w, want_of(&p, w, 0) - 1);
-	ep_ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN, 0x5151);
-	t_write_all(c, "x", 1);
-	expect_set(ep, w, want_of(&p, w, 0x5151));
-	t_read_all(s, &b, 1);
-	close(ep);
-	close(helper);
-	pipes_close(&p);
-	close(c);
-	close(s);
+	fix_open(&f);
+	pipes_add(&f.p, f.ep);
+	pipes_fill(&f.p);
+	expect_set(f.ep, w, want_of(&f.p, w, 0) - 1);
+	ep_ctl(f.ep, EPOLL_CTL_ADD, f.s, EPOLLIN, 0x5151);
+	t_write_all(f.c, "x", 1);
+	expect_set(f.ep, w, want_of(&f.p, w, 0x5151));
+	t_read_all(f.s, &b, 1);
+	fix_close(&f);
 }
 
 static void check_inplace(void)
 {
-	uint64_t v[NVAL], w[NVAL + 2];
-	struct pipes p;
-	int c, s, helper, ep, n;
+	uint64_t w[NVAL + 2];
+	struct fix f;
 
-	t_pair_smc(&c, &s);
-	n = tag_like(s, &helper, v);
-	pipes_open(&p, v, n);
-	ep = ep_new();
-	pipes_add(&p, ep);
-	pipes_fill(&p);
-	expect_set(ep, w, want_of(&p, w, 0) - 1);
-	drain_pipes(&p);
-	pipes_fill(&p);
-	expect_set(ep, w, want_of(&p, w, 0) - 1);
-	close(ep);
-	close(helper);
-	pipes_close(&p);
-	t_xfer(c, s, "q");
-	close(c);
-	close(s);
+	fix_open(&f);
+	pipes_add(&f.p, f.ep);
+	pipes_fill(&f.p);
+	expect_set(f.ep, w, want_of(&f.p, w, 0) - 1);
+	drain_pipes(&f.p);
+	pipes_fill(&f.p);
+	expect_set(f.ep, w, want_of(&f.p, w, 0) - 1);
+	fix_close(&f);
 }
 
 /* ---- sleeper ---------------------------------------------------------------- */
@@ -376,31 +381,21 @@ static void check_sleeper(void)
 
 static void check_forked(void)
 {
-	uint64_t v[NVAL], w[NVAL + 2];
-	struct pipes p;
-	int c, s, helper, ep, n;
+	uint64_t w[NVAL + 2];
+	struct fix f;
 	pid_t pid;
 
-	t_pair_smc(&c, &s);
-	n = tag_like(s, &helper, v);
-	pipes_open(&p, v, n);
-	ep = ep_new();
-	ep_ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN, 0x5151);
-	pipes_add(&p, ep);
+	fix_open(&f);
+	ep_ctl(f.ep, EPOLL_CTL_ADD, f.s, EPOLLIN, 0x5151);
+	pipes_add(&f.p, f.ep);
 	pid = t_fork_helper();
 	if (pid == 0) {
-		pipes_fill(&p);
-		expect_set(ep, w, want_of(&p, w, 0) - 1);
+		pipes_fill(&f.p);
+		expect_set(f.ep, w, want_of(&f.p, w, 0) - 1);
 		_exit(0);
 	}
 	t_wait_child(pid, "forked waiter");
-	drain_pipes(&p);
-	t_xfer(c, s, "f");
-	close(ep);
-	close(helper);
-	pipes_close(&p);
-	close(c);
-	close(s);
+	fix_close(&f);
 }
 
 static const struct t_check checks[] = {
