@@ -30,6 +30,7 @@
 #include "fdtab.h"
 #include "log.h"
 #include "real.h"
+#include "registry.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -231,6 +232,8 @@ int usmc_adopt_listener(const struct usmc_adopt *a)
 		return -EBADMSG;
 	}
 	sk->reg_idx = a->reg_idx;
+	/* Our last close unregisters it (usmc_listen_release). */
+	usmc_registry_attach();
 	if (a->received)
 		usmc_stats_attach();
 	if (usmc_fd_install(a->fd, sk))

@@ -55,6 +55,8 @@ bool usmc_scm_unix_ino(int fd, uint64_t *ino)
 	int dom = 0;
 	socklen_t l = sizeof(dom);
 
+	/* The kernel fills it; the analyser cannot see a raw call do so. */
+	memset(&st, 0, sizeof(st));
 	if (usmc_sys(SYS_fstat, fd, (long)&st, 0) || !S_ISSOCK(st.st_mode))
 		return false;
 	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, (long)&dom, (long)&l, 0) ||
@@ -129,7 +131,11 @@ void usmc_scm_taint_inherited(void)
 
 	if (dir < 0)
 		return;
-	while ((n = usmc_sys(SYS_getdents64, dir, (long)buf, sizeof(buf))) > 0) {
+	for (;;) {
+		memset(buf, 0, sizeof(buf));	/* as above: filled by a raw call */
+		n = usmc_sys(SYS_getdents64, dir, (long)buf, sizeof(buf));
+		if (n <= 0)
+			break;
 		long off = 0;
 
 		while (off < n) {

@@ -105,6 +105,7 @@ static bool read_ticket(int fd, uint32_t pos, uint32_t n, struct usmc_ticket *t)
 	struct stat st;
 	ssize_t r;
 
+	memset(&st, 0, sizeof(st));	/* filled by a raw call the analyser cannot see */
 	if (usmc_sys(SYS_fstat, fd, (long)&st, 0) || !S_ISREG(st.st_mode) ||
 	    (size_t)st.st_size < sizeof(*t) || (size_t)st.st_size > TICKET_MAX)
 		return false;
@@ -128,6 +129,7 @@ static uint32_t find_ticket(const int *fds, uint32_t n, struct usmc_ticket *t)
 	for (i = n; i-- > 0; ) {
 		struct stat st;
 
+		memset(&st, 0, sizeof(st));
 		if (usmc_sys(SYS_fstat, fds[i], (long)&st, 0) || !S_ISREG(st.st_mode))
 			return n;
 		if (read_ticket(fds[i], i, n, t))
