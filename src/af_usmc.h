@@ -34,6 +34,8 @@ void usmc_conn_established(struct usmc_sock *sk);
 void usmc_server_resolve_quick(struct usmc_sock *sk, int fd);
 /* exec.c */
 void usmc_exec_adopt(void);
+/* Does an image started with envp preload libusmc? */
+bool usmc_env_has_usmc(char *const envp[]);
 
 /* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
 void usmc_conn_close_protocol(struct usmc_sock *sk);

@@ -277,7 +277,8 @@ int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
 		free(ln);
 		return -EBADMSG;
 	}
-	if (ln->idx->id != id || ln_poisoned(ln)) {
+	if (LOAD_ACQUIRE((_Atomic uint64_t *)&ln->idx->magic) != USMC_CLC_MAGIC ||
+	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id || ln_poisoned(ln)) {
 		ln_unmap(ln);
 		free(ln);
 		return -EBADMSG;

@@ -16,6 +16,7 @@
  * vfork() is fork() here (below).  Not covered: posix_spawn() and system(),
  * whose exec inside glibc cannot be interposed (docs/design.md, limits).
  */
+#include "adopt.h"
 #include "af_usmc.h"
 #include "fdtab.h"
 #include "handover.h"
@@ -23,6 +24,7 @@
 #include "real.h"
 #include "rundir.h"
 #include "sandbox.h"
+#include "scm_peer.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -127,7 +129,7 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 }
 
 /* Will the new image preload libusmc (LD_PRELOAD in its environment)? */
-static bool preload_has_usmc(char *const envp[])
+bool usmc_env_has_usmc(char *const envp[])
 {
 	size_t i;
 
@@ -142,16 +144,21 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 {
 	size_t n = 0, i, j = 0;
 	char **env;
+	int r;
 
 	memset(c, 0, sizeof(*c));
-	if (usmc_family_fd() < 0)
+	/* UNIX sockets it inherits are read without libusmc from now on:
+	 * nobody may send them usmc's descriptors (scm_peer.c). */
+	if (!usmc_env_has_usmc(envp))
+		usmc_scm_taint_inherited();
+	if (usmc_family_fd() < 0 && usmc_family_region_fd(1) < 0)
 		return NULL;
 	/* A child made with clone(CLONE_VM) by a spawning library other than
 	 * glibc's (no atfork handlers; our vfork() is a fork) runs this in its
 	 * parent's memory: from now on it locks every socket the new image
 	 * may adopt. */
 	usmc_family_before_fork();
-	c->plain = !preload_has_usmc(envp);
+	c->plain = !usmc_env_has_usmc(envp);
 	if (c->plain) {
 		usmc_fd_foreach(collect, c);
 		return NULL;
@@ -160,6 +167,15 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	if (!c->buf)
 		return NULL;
 	c->len = (size_t)snprintf(c->buf, INHERIT_MAX, INHERIT_ENV "=1,%d", usmc_family_fd());
+	/* Regions of sockets we received (SCM_RIGHTS), before their users. */
+	for (r = 1; r < USMC_FAMILY_REGIONS; r++) {
+		int fd = usmc_family_region_fd(r);
+
+		if (fd < 0)
+			continue;
+		keep_open(c, fd);
+		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ";F,%d,%d", r, fd);
+	}
 	usmc_fd_foreach(collect, c);
 	if (!c->nsock) {
 		free(c->buf);
@@ -442,143 +458,90 @@ static int get_addr(const char **p, struct usmc_addr *a)
 	return 0;
 }
 
-/* An inherited lock holder: ours again, close-on-exec again. */
-static void keep_internal(int fd)
+/* Family regions of the old image (USMC_INHERIT's F records) -> ours. */
+static int region_map[USMC_FAMILY_REGIONS];
+
+static struct usmc_sock_sh *sh_at(int idx)
 {
-	if (fd < 0)
+	int r = idx / USMC_FAMILY_OBJS;
+
+	if (idx < 0 || r >= USMC_FAMILY_REGIONS || region_map[r] < 0)
+		return NULL;
+	return usmc_family_at(region_map[r] * USMC_FAMILY_OBJS + idx % USMC_FAMILY_OBJS);
+}
+
+/* F,<old region>,<fd>: a family region of sockets received (SCM_RIGHTS). */
+static void adopt_region(const char **p)
+{
+	int r, fd, n;
+	bool known;
+
+	if (sscanf(*p, ",%d,%d%n", &r, &fd, &n) != 2 || r <= 0 || r >= USMC_FAMILY_REGIONS)
 		return;
-	usmc_ifd_mark(fd);
-	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-struct same_sh {
-	struct usmc_sock_sh *sh;
-	struct usmc_sock *sk;
-};
-
-static void find_sh(int fd __unused, struct usmc_sock *sk, void *arg)
-{
-	struct same_sh *c = arg;
-
-	if (!c->sk && sk->sh == c->sh)
-		c->sk = sk;
-}
-
-/*
- * Descriptors of one socket (inetd's 0 and 1, a dup) arrive as one entry
- * each, with the same shared half: the first adopted is the socket, the
- * others refer to it as dup() would, so that closing one of them is not
- * the socket's last close.  true if fd was adopted that way.
- */
-static bool adopt_dup(int fd, struct usmc_sock_sh *sh)
-{
-	struct same_sh c = { sh, NULL };
-
-	if (!sh)
-		return false;
-	usmc_fd_foreach(find_sh, &c);
-	if (!c.sk)
-		return false;
-	usmc_sock_get(c.sk);
-	if (usmc_fd_install(fd, c.sk))
-		usmc_sock_put(c.sk);
-	return true;
+	*p += n;
+	region_map[r] = usmc_family_foreign(fd, &known);
+	if (known)
+		sys_close(fd);
 }
 
 static void adopt_conn(const char **p)
 {
-	int fd, shidx, lnfd, ownfd, n;
-	unsigned int mode, slot, gen;
+	struct usmc_adopt a = { .received = false };
+	int shidx, n;
 	unsigned long long lgr_id, ln_id;
-	struct usmc_sock_sh *sh;
-	struct usmc_sock *sk;
-	struct usmc_lgr *l;
-	char role;
 
-	if (sscanf(*p, ",%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d%n", &fd, &role, &mode, &shidx,
-		   &lgr_id, &slot, &gen, &ln_id, &lnfd, &ownfd, &n) != 10)
+	if (sscanf(*p, ",%d,%c,%u,%d,%llx,%u,%u,%llx,%d,%d%n", &a.fd, &a.role, &a.mode, &shidx,
+		   &lgr_id, &a.slot, &a.gen, &ln_id, &a.ln_fd, &a.owner_fd, &n) != 10)
 		return;
 	*p += n;
-	sh = usmc_family_at(shidx);
-	if (adopt_dup(fd, sh))
+	a.lgr_id = lgr_id;
+	a.ln_id = ln_id;
+	a.sh = sh_at(shidx);
+	if (get_addr(p, &a.local) || get_addr(p, &a.peer))
 		return;
-	if (sh)
-		usmc_family_inherited(sh);	/* others have it too */
-	if (!sh || !(sk = usmc_sock_wrap(fd, SK_CONN, sh)))
-		return;
-	sk->role = role;
-	if (get_addr(p, &sk->local) || get_addr(p, &sk->peer))
-		goto drop;
-	keep_internal(lnfd);
-	if (ln_id && usmc_clc_ln_get(ln_id, &sk->ln))
-		sk->ln = NULL;
-	if (mode == USMC_MODE_SMCD || mode == USMC_MODE_PROPOSED) {
-		int rc = role == 'C' ? usmc_lgr_adopt(lgr_id, ownfd, &l) : usmc_lgr_attach(lgr_id, &l);
-
-		if (rc || slot >= l->nslots || usmc_conn_bind_slot(sk, l, slot, gen, false)) {
-			/* Cannot reach the link group: fail loudly, never hang.
-			 * Shutting the TCP socket down gives both ends EOF. */
-			usmc_log_write("exec: fd %d: link group %016llx unreachable", fd, lgr_id);
-			if (!rc)
-				usmc_lgr_put(l);
-			sk->lgr = NULL;
-			sk_set_mode(sk, USMC_MODE_TCP);
-			real.shutdown(fd, SHUT_RDWR);
-		}
-	} else {
-		keep_internal(ownfd);
-	}
-	usmc_conn_stats_open(sk, fd);
-	if (!usmc_fd_install(fd, sk))
-		return;
-drop:
-	usmc_sock_put(sk);
+	usmc_adopt_conn(&a);
 }
 
 static void adopt_listener(const char **p)
 {
-	int fd, shidx, lnfd, reg, n;
+	struct usmc_adopt a = { .received = false, .owner_fd = -1 };
 	unsigned long long ln_id;
-	struct usmc_sock_sh *sh;
-	struct usmc_sock *sk;
+	int shidx, n;
 
-	if (sscanf(*p, ",%d,%d,%llx,%d,%d%n", &fd, &shidx, &ln_id, &lnfd, &reg, &n) != 5)
+	if (sscanf(*p, ",%d,%d,%llx,%d,%d%n", &a.fd, &shidx, &ln_id, &a.ln_fd, &a.reg_idx, &n) != 5)
 		return;
 	*p += n;
-	sh = usmc_family_at(shidx);
-	if (adopt_dup(fd, sh))
+	a.ln_id = ln_id;
+	a.sh = sh_at(shidx);
+	if (get_addr(p, &a.local))
 		return;
-	if (sh)
-		usmc_family_inherited(sh);	/* others have it too */
-	if (!sh || !(sk = usmc_sock_wrap(fd, SK_LISTEN, sh)))
-		return;
-	if (get_addr(p, &sk->bound) || usmc_clc_ln_adopt(ln_id, lnfd, &sk->lst)) {
-		usmc_sock_put(sk);
-		return;
-	}
-	sk->reg_idx = reg;
-	if (usmc_fd_install(fd, sk))
-		usmc_sock_put(sk);
+	usmc_adopt_listener(&a);
 }
 
 void usmc_exec_adopt(void)
 {
 	const char *env = getenv(INHERIT_ENV), *p;
-	int famfd, n;
+	int famfd, n, i;
 
 	/* Cached now, in the process itself, for _exit() to compare. */
 	(void)usmc_getpid();
 	if (!env)
 		return;
 	if (usmc_rundir_init() || sscanf(env, "1,%d%n", &famfd, &n) != 1 ||
-	    usmc_family_adopt(famfd)) {
+	    (famfd >= 0 && usmc_family_adopt(famfd))) {
 		usmc_dbg(1, "exec: cannot adopt inherited sockets (%s)", env);
 		goto out;
 	}
 	usmc_dbg(2, "exec: adopting %s", env);
+	region_map[0] = 0;
+	for (i = 1; i < USMC_FAMILY_REGIONS; i++)
+		region_map[i] = -1;
 	for (p = env + n; *p == ';'; ) {
 		p++;
-		if (*p == 'C') {
+		if (*p == 'F') {
+			p++;
+			adopt_region(&p);
+		} else if (*p == 'C') {
 			p++;
 			adopt_conn(&p);
 		} else if (*p == 'L') {

@@ -8,6 +8,15 @@
  * the first fork: an array of struct usmc_sock_sh, handed out with an
  * atomic in_use flag.  The peer never maps it, so locks here cannot be held
  * hostage by the other end of a connection.
+ *
+ * A socket received from another usmc process (SCM_RIGHTS, scm_recv.c)
+ * keeps its shared half in the sender's family: that region is mapped as a
+ * foreign family (region 1.. FAMILY_REGIONS-1; region 0 is our own).  We
+ * never allocate from a foreign region; a slot there is freed by whoever
+ * holds its socket last, as in our own.  Regions are sealed against
+ * shrinking (and growing) when created, and a foreign one is mapped only
+ * with that seal: nobody can truncate it under us (no SIGBUS).  Indices
+ * passed across exec are global: region * FAMILY_OBJS + slot.
  */
 #include "log.h"
 #include "sock.h"
@@ -19,7 +28,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define FAMILY_OBJS	65536
+#define FAMILY_OBJS	USMC_FAMILY_OBJS
 
 /* Published once with release; readers that find it set may use the map. */
 static _Atomic(struct usmc_sock_sh *) family_ptr;
@@ -28,16 +37,36 @@ static pthread_mutex_t family_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned int family_hint;
 
 #define FAMILY_LEN	(sizeof(struct usmc_sock_sh) * FAMILY_OBJS)
+#define FAMILY_SEALS	(F_SEAL_SHRINK | F_SEAL_GROW)
+
+/* Every family region mapped here, ours first (region 0, family_ptr).
+ * Slots are filled under family_init_lock and never change afterwards
+ * (base published with release last). */
+struct family_region {
+	_Atomic(struct usmc_sock_sh *) base;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+};
+
+static struct family_region regions[USMC_FAMILY_REGIONS];
 
 /* A memfd rather than anonymous memory: an exec'ed image inherits it and
  * keeps sharing the sockets it was handed (exec.c). */
 static int family_map(int fd)
 {
 	void *p = mmap(NULL, FAMILY_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	struct stat st;
 
 	if (p == MAP_FAILED)
 		return -errno;
 	family_fd = fd;
+	if (!fstat(fd, &st)) {
+		regions[0].dev = st.st_dev;
+		regions[0].ino = st.st_ino;
+	}
+	regions[0].fd = fd;
+	STORE_RELEASE(&regions[0].base, (struct usmc_sock_sh *)p);
 	STORE_RELEASE(&family_ptr, (struct usmc_sock_sh *)p);
 	usmc_ifd_mark(fd);
 	return 0;
@@ -54,12 +83,16 @@ static int family_init(void)
 
 	pthread_mutex_lock(&family_init_lock);
 	if (!family_get()) {
-		fd = usmc_fault(USMC_FAULT_MEMFD) ? -1 : memfd_create("usmc-family", MFD_CLOEXEC);
+		fd = usmc_fault(USMC_FAULT_MEMFD) ? -1 :
+		     memfd_create("usmc-family", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		if (fd >= 0) {
 			usmc_ifd_mark(fd);
 			fd = usmc_ifd_move_high(fd, false);
 		}
-		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) || (rc = family_map(fd))) {
+		/* Sealed: a process we hand a socket to maps it too (scm_recv.c)
+		 * and must be sure that nobody can truncate it. */
+		if (fd < 0 || ftruncate(fd, (off_t)FAMILY_LEN) ||
+		    sys_fcntl(fd, F_ADD_SEALS, FAMILY_SEALS | F_SEAL_SEAL) || (rc = family_map(fd))) {
 			usmc_ifd_close(fd);
 			rc = -ENOMEM;
 		}
@@ -75,7 +108,74 @@ int usmc_family_fd(void)
 
 int usmc_family_index(const struct usmc_sock_sh *sh)
 {
-	return (int)(sh - family_get());
+	int r;
+
+	for (r = 0; r < USMC_FAMILY_REGIONS; r++) {
+		struct usmc_sock_sh *b = LOAD_ACQUIRE(&regions[r].base);
+
+		if (b && sh >= b && sh < b + FAMILY_OBJS)
+			return r * FAMILY_OBJS + (int)(sh - b);
+	}
+	return -1;
+}
+
+int usmc_family_region_fd(int region)
+{
+	if (region < 0 || region >= USMC_FAMILY_REGIONS || !LOAD_ACQUIRE(&regions[region].base))
+		return -1;
+	return regions[region].fd;
+}
+
+/*
+ * Map another process family's region, passed to us in fd (SCM_RIGHTS, or
+ * across exec): a regular file of exactly our size, sealed against
+ * shrinking and growing.  The same region twice (or our own: a sender we
+ * forked from) is mapped once.  Returns the region (fd is then ours, kept
+ * open for a later exec, unless the region was known: the caller closes
+ * it), or -errno.
+ */
+int usmc_family_foreign(int fd, bool *known)
+{
+	struct stat st;
+	int r, seals, rc = -ENOSPC;
+	void *p;
+
+	*known = false;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size != FAMILY_LEN)
+		return -EINVAL;
+	seals = sys_fcntl(fd, F_GET_SEALS, 0);
+	if (seals < 0 || (seals & FAMILY_SEALS) != FAMILY_SEALS)
+		return -EPERM;
+	pthread_mutex_lock(&family_init_lock);
+	for (r = 0; r < USMC_FAMILY_REGIONS; r++) {
+		if (!LOAD_RELAXED(&regions[r].base)) {
+			if (r && rc == -ENOSPC)
+				rc = r;		/* first free foreign slot */
+			continue;
+		}
+		if (regions[r].dev == st.st_dev && regions[r].ino == st.st_ino) {
+			*known = true;
+			rc = r;
+			goto out;
+		}
+	}
+	if (rc < 0)
+		goto out;
+	p = mmap(NULL, FAMILY_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto out;
+	}
+	usmc_ifd_mark(fd);
+	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
+	regions[rc].fd = fd;
+	regions[rc].dev = st.st_dev;
+	regions[rc].ino = st.st_ino;
+	/* Pairs with the acquire loads in usmc_family_at/_index. */
+	STORE_RELEASE(&regions[rc].base, (struct usmc_sock_sh *)p);
+out:
+	pthread_mutex_unlock(&family_init_lock);
+	return rc;
 }
 
 int usmc_family_adopt(int fd)
@@ -90,11 +190,18 @@ int usmc_family_adopt(int fd)
 	return family_map(fd);
 }
 
+/* A used shared half by global index (usmc_family_index), else NULL. */
 struct usmc_sock_sh *usmc_family_at(int idx)
 {
-	struct usmc_sock_sh *fam = family_get();
+	struct usmc_sock_sh *fam;
 
-	if (!fam || idx < 0 || idx >= FAMILY_OBJS || !LOAD_ACQUIRE(&fam[idx].in_use))
+	if (idx < 0 || idx >= USMC_FAMILY_REGIONS * FAMILY_OBJS)
+		return NULL;
+	fam = LOAD_ACQUIRE(&regions[idx / FAMILY_OBJS].base);
+	idx %= FAMILY_OBJS;
+	/* Another process's region holds anything: only a slot in use
+	 * (1) is a socket's; USMC_SH_PRIVATE never lives in a region. */
+	if (!fam || LOAD_ACQUIRE(&fam[idx].in_use) != 1)
 		return NULL;
 	return &fam[idx];
 }

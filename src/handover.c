@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * handover.c - sockets passed to another process in a message (SCM_RIGHTS).
+ * handover.c - sockets passed to a process that will not adopt them.
  *
  * A descriptor sent over a UNIX socket (node's cluster in round-robin
  * mode, connection brokers, haproxy's and nginx's hand-over on reload)
- * reaches a process that shares none of our memory: it cannot read the
- * rings of a shared-memory connection, nor answer proposals for a
- * listener, and the kernel socket outlives our last close of it (it is in
- * flight, then in the receiver).  So before the message leaves:
+ * to a process that runs libusmc is adopted there, on shared memory
+ * (scm_send.c, scm_recv.c).  This file is the other way, for a receiver
+ * that may not run libusmc (scm_peer.c cannot vouch for it): it shares
+ * none of our memory, cannot read the rings of a shared-memory
+ * connection, nor answer proposals for a listener, and the kernel socket
+ * outlives our last close of it (it is in flight, then in the receiver).
+ * So before the message leaves:
  *
  *  - a connection on (or possibly going onto) shared memory moves to TCP,
  *    every byte in order (migrate.c; reason handed_over): a connect in
@@ -28,14 +31,11 @@
  * sockets never connected) go untouched.
  *
  * In the receiving process, a listener (or a socket bound to become one)
- * that arrives is tracked but never published (receive_fd).
- *
- * Not done: adopting the connection in a receiver that runs usmc (it would
- * have to reach our family region and link groups, as exec.c's adoption
- * does; docs/design.md, limits).  Bytes of the peer's unread in our ring
- * that the peer cannot send again (it closed, or left shared memory
- * first) cannot be handed over: the TCP connection is reset (stranded()),
- * so that nobody reads a clean end of a stream that misses them.
+ * that arrives without usmc's ticket is tracked but never published
+ * (receive_fd).  Bytes of the peer's unread in our ring that the peer
+ * cannot send again (it closed, or left shared memory first) cannot be
+ * handed over: the TCP connection is reset (stranded()), so that nobody
+ * reads a clean end of a stream that misses them.
  */
 #include "af_usmc.h"
 #include "cdc.h"
@@ -238,7 +238,7 @@ void usmc_handover_listener(struct usmc_sock *sk)
 	decline_all_queued(ln);
 }
 
-static void handover_fd(int fd)
+void usmc_handover_fd(int fd)
 {
 	struct usmc_sock *sk = usmc_fd_get(fd);
 
@@ -279,7 +279,7 @@ static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
 
 void usmc_handover_send_slow(const struct msghdr *msg)
 {
-	each_passed_fd(msg, handover_fd);
+	each_passed_fd(msg, usmc_handover_fd);
 }
 
 /*

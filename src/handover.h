@@ -13,10 +13,21 @@
 #include "usmc.h"
 
 #include <sys/socket.h>
+#include <time.h>
 
 struct usmc_sock;
 
 void usmc_handover_send_slow(const struct msghdr *msg);
+/* One tracked socket leaves for a process that will not adopt it: to TCP. */
+void usmc_handover_fd(int fd);
+/* sendmsg/sendmmsg on an untracked socket with control data: our sockets
+ * in it go with a ticket (scm_send.c) or to TCP first.  As the kernel's. */
+ssize_t usmc_scm_sendmsg(int fd, const struct msghdr *msg, int flags);
+int usmc_scm_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags);
+/* recvmsg/recvmmsg on an untracked socket with a control buffer: usmc's
+ * ticket taken out, its sockets adopted (scm_recv.c).  As the kernel's. */
+ssize_t usmc_scm_recvmsg(int fd, struct msghdr *msg, int flags);
+int usmc_scm_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t);
 /* A listener goes where nobody answers proposals (SCM_RIGHTS, an exec
  * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
  * the proposals of connections still in the accept queue are declined. */

@@ -326,7 +326,8 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ENSURE_REAL(recvmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return usmc_handover_recv(real.recvmsg(fd, msg, flags), msg);
+		return unlikely(msg && msg->msg_controllen) ? usmc_scm_recvmsg(fd, msg, flags) :
+							       real.recvmsg(fd, msg, flags);
 	r = msg_rx(sk, fd, msg, flags);
 	usmc_sock_put(sk);
 	return ret(r);
@@ -354,10 +355,11 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmsg);
-	usmc_handover_send(msg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.sendmsg(fd, msg, flags);
+		return unlikely(msg && msg->msg_controllen) ? usmc_scm_sendmsg(fd, msg, flags) :
+							       real.sendmsg(fd, msg, flags);
+	usmc_handover_send(msg);
 	r = msg_tx(sk, fd, msg, flags);
 	usmc_sock_put(sk);
 	return ret(r);
@@ -420,7 +422,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct
 	ENSURE_REAL(recvmmsg);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return usmc_handover_recvmm(real.recvmmsg(fd, v, n, flags, t), v);
+		return usmc_scm_recvmmsg(fd, v, n, flags, t);
 	r = sk_is_smc_path(sk) ? mmsg_rx(sk, fd, v, n, flags, t) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.recvmmsg(fd, v, n, flags, t);
@@ -473,10 +475,10 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	ssize_t r;
 
 	ENSURE_REAL(sendmmsg);
-	usmc_handover_sendmm(v, n);
 	sk = usmc_fd_get(fd);
 	if (likely(!sk))
-		return real.sendmmsg(fd, v, n, flags);
+		return usmc_scm_sendmmsg(fd, v, n, flags);
+	usmc_handover_sendmm(v, n);
 	r = sk_is_smc_path(sk) ? mmsg_tx(sk, fd, v, n, flags) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.sendmmsg(fd, v, n, flags);

@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_cdc_ctrl) != 512);
 BUILD_BUG_ON(sizeof(struct usmc_cdc_client) != 64);
@@ -269,6 +270,15 @@ int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
 	return 0;
 }
 
+/* Is fd (another process's word) the file l mapped? */
+static bool same_file(int fd, int mem_fd)
+{
+	struct stat a, b;
+
+	return fd >= 0 && !fstat(fd, &a) && !fstat(mem_fd, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
 {
 	struct usmc_lgr *l;
@@ -281,16 +291,27 @@ int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
 	if (l) {
 		l->refs++;
 		pthread_mutex_unlock(&lgr_list_lock);
+		if (owner_fd >= 0 && owner_fd != l->mem_fd)
+			sys_close(owner_fd);	/* we hold its lock already */
 		*out = l;
 		return 0;
 	}
 	pthread_mutex_unlock(&lgr_list_lock);
 	l = lgr_alloc(id, true);
-	if (!l)
+	if (!l) {
+		sys_close(owner_fd);
 		return -ENOMEM;
+	}
 	rc = l->dev->lgr_attach(l);
-	if (rc) {
+	if (!rc && !same_file(owner_fd, l->mem_fd)) {
+		rc = -EBADMSG;
+		l->pid = 0;	/* not ours to unpublish */
+		lgr_free(l);
+	} else if (rc) {
 		free(l);
+	}
+	if (rc) {
+		sys_close(owner_fd);
 		return rc;
 	}
 	/* Keep the inherited owner lock; never allocate from or unpublish a

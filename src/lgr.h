@@ -87,7 +87,9 @@ void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool
 /* Server: attach the client's link group by id (cached). */
 int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out);
 void usmc_lgr_put(struct usmc_lgr *l);
-/* After exec: the link group we own, kept locked by the inherited owner_fd. */
+/* After exec or SCM_RIGHTS: the link group we own, kept locked by the
+ * inherited owner_fd (it must be lg-<id>/mem's file; consumed: closed
+ * unless it becomes the link group's). */
 int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out);
 
 /* Both: doorbell descriptors for a slot (cached, owned by the lgr). */

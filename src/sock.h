@@ -357,9 +357,15 @@ void usmc_family_after_fork(void);
 /* An object inherited across exec: always the mutex. */
 void usmc_family_inherited(struct usmc_sock_sh *sh);
 int usmc_family_fd(void);
+/* Family regions mapped at once: ours, and those of processes that handed
+ * us sockets (SCM_RIGHTS). */
+#define USMC_FAMILY_REGIONS	16
+#define USMC_FAMILY_OBJS	65536	/* shared halves per region */
 int usmc_family_index(const struct usmc_sock_sh *sh);
 struct usmc_sock_sh *usmc_family_at(int idx);
 int usmc_family_adopt(int fd);
+int usmc_family_foreign(int fd, bool *known);
+int usmc_family_region_fd(int region);
 
 /* sock.c: lifecycle */
 struct usmc_sock *usmc_sock_new(int fd, int kind);

@@ -25,6 +25,7 @@
 #include "af_usmc.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "scm_peer.h"
 #include "sock.h"
 
 #include <dlfcn.h>
@@ -176,18 +177,28 @@ static void spawn_one_any(int fd, struct usmc_sock *sk, void *arg)
 		fds[++fds[0]] = fd;
 }
 
-/* Before a spawn with file actions fa: their dup2 sources leave. */
-static void spawn_prepare(const posix_spawn_file_actions_t *fa)
+/*
+ * Before a spawn with file actions fa: their dup2 sources leave.  A child
+ * without libusmc (none in envp's LD_PRELOAD) may read every UNIX socket it
+ * gets: they are tainted (scm_peer.c), so that nobody sends usmc's
+ * descriptors on them.
+ */
+static void spawn_prepare(const posix_spawn_file_actions_t *fa, char *const envp[])
 {
+	bool all, plain = !usmc_env_has_usmc(envp);
 	unsigned int n, i;
-	bool all;
 	int *fds;
 
+	if (plain)
+		usmc_scm_taint_inherited();
 	if (!fa)
 		return;
 	fds = dups_of(fa, &n, &all);
-	for (i = 0; fds && i < n; i++)
+	for (i = 0; fds && i < n; i++) {
+		if (plain)
+			usmc_scm_taint_fd(fds[i]);
 		spawn_leave(fds[i]);
+	}
 	free(fds);
 	if (all) {
 		/* Lost track (out of memory): every connection we can find. */
@@ -203,7 +214,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_acti
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	spawn_real_init();
-	spawn_prepare(fa);
+	spawn_prepare(fa, envp);
 	return real_spawn(pid, path, fa, attr, argv, envp);
 }
 
@@ -211,6 +222,6 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	spawn_real_init();
-	spawn_prepare(fa);
+	spawn_prepare(fa, envp);
 	return real_spawnp(pid, file, fa, attr, argv, envp);
 }

@@ -35,6 +35,14 @@ static _Atomic int stats_guard = -1;
 static _Atomic int my_slot = -1;	/* published after usmc_ctr (seq_cst) */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
+struct usmc_stats_file *usmc_stats_self(int *slot)
+{
+	int s = LOAD_ACQUIRE(&my_slot);
+
+	*slot = s;
+	return s >= 0 ? stats_file : NULL;
+}
+
 int usmc_stats_fd(void)
 {
 	return stats_fd;
@@ -245,6 +253,7 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 		/* Ours alone until state 1 (the sum skips it). */
 		memset(&p->c, 0, sizeof(p->c));
 		memset(&p->base, 0, sizeof(p->base));
+		memset(p->ux_read, 0, sizeof(p->ux_read));
 		p->pid = (uint32_t)usmc_getpid();
 		memset(p->comm, 0, sizeof(p->comm));
 		prctl(PR_GET_NAME, p->comm);

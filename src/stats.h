@@ -77,6 +77,13 @@ struct usmc_stats_conn {
 	_Atomic uint64_t tx_bytes, rx_bytes;
 } __cacheline;
 
+/* UNIX sockets that processes read descriptors from with libusmc
+ * (scm_peer.c): per process, the last USMC_UX_READ socket inodes it
+ * announced; per file, the last USMC_UX_TAINT inodes that a program
+ * without libusmc may read too. */
+#define USMC_UX_READ	64
+#define USMC_UX_TAINT	256
+
 struct usmc_stats_proc {
 	_Atomic uint32_t state;		/* 0 free, 1 live, 2 being folded */
 	uint32_t pid;
@@ -84,6 +91,8 @@ struct usmc_stats_proc {
 	uint64_t start_ns;
 	struct usmc_counters c;
 	struct usmc_counters base;	/* c at the last `usmc stat --reset`: the slot counts c - base */
+	_Atomic uint64_t ux_read[USMC_UX_READ];	/* socket inodes, 0 none; written by the owner */
+	_Atomic uint32_t ux_next;		/* next ux_read entry to overwrite */
 } __cacheline;
 
 struct usmc_stats_file {
@@ -93,6 +102,8 @@ struct usmc_stats_file {
 	uint64_t created_ns;		/* CLOCK_REALTIME */
 	_Atomic uint64_t resets;	/* `usmc stat --reset` count */
 	struct usmc_counters totals;	/* folded from ended processes */
+	_Atomic uint64_t ux_taint[USMC_UX_TAINT];	/* socket inodes, 0 none; anyone writes */
+	_Atomic uint32_t ux_taint_next;
 	struct usmc_stats_proc procs[USMC_STATS_PROCS];
 	struct usmc_stats_conn conns[USMC_STATS_CONNS];
 };
@@ -127,6 +138,8 @@ struct usmc_stats_file *usmc_stats_map(void);
 /* Fold slots of dead processes; returns how many were folded. */
 int usmc_stats_gc(struct usmc_stats_file *f, int fd);
 int usmc_stats_fd(void);
+/* The file and this process's slot in it (NULL: none), for scm_peer.c. */
+struct usmc_stats_file *usmc_stats_self(int *slot);
 /* Sum totals and live slots into out (plain integers). */
 struct usmc_counters_snapshot {
 	uint64_t v[sizeof(struct usmc_counters) / sizeof(uint64_t)];

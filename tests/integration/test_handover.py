@@ -7,10 +7,12 @@ trio of tests/unit/t_handover.c.
 
 Every case runs twice, plain TCP and under usmc, and must give the same
 answers, every byte checked (sha256 of each request body in the answer).
-Where usmc accelerates the result is proved with counters; where the hand-
-over is TCP by design (a connection passed with SCM_RIGHTS moves to TCP
-before it leaves; a listener passed is never published) the reason
-counters say so."""
+Where usmc accelerates the result is proved with counters: a connection or
+listener passed with SCM_RIGHTS to a process that runs usmc is adopted and
+stays on shared memory (node's cluster in its default round-robin mode
+serves every request on shared memory).  Where the hand-over is TCP by
+design (a receiver without usmc; a bound socket shared by node's workers
+that each listen) the reason counters say so."""
 import os
 import shutil
 
@@ -163,27 +165,28 @@ def test_node_cluster(rundir, procs, tmp_path, policy):
     rundir.reset()
     out, master = _cluster_run(procs, rundir, tmp_path, policy, usmc=True, n=n)
     assert out == plain, "plain: %r, usmc: %r\n%s" % (plain, out, master.diag())
+    if policy == "rr":
+        # The master accepts on shared memory and passes each connection,
+        # with usmc's ticket, to a worker that adopts it: every request is
+        # served on shared memory, nothing moves to TCP.  The counters
+        # add up over the master and the workers (the master counted each
+        # accepted end; the workers' bytes are theirs).
+        st = rundir.settle(h.accel_pred(n), timeout=10)
+        print("node cluster %s under usmc: %s" % (policy, h.fmt_stat(st)))
+        h.assert_accelerated(st, clients=n, diag=master.diag())
+        return
     st = rundir.settle(lambda s: s["tcp_conns"] >= 2 * n, timeout=10)
     _no_errors(st, master.diag())
     fb = _fallback(st)
     print("node cluster %s under usmc: %s" % (policy, h.fmt_stat(st)))
-    # Both ends of every connection counted, all on TCP in the end.
+    # The workers share the socket they were passed (bound by the master,
+    # then each listens): never published (a CLC index answered by several
+    # processes that each listen is not done yet, docs/design.md Limits);
+    # clients find no listener, and the workers count what they accept as
+    # handed over.
     assert st["tcp_conns"] == 2 * n, h.fmt_stat(st)
-    if policy == "rr":
-        # The master accepts (on shared memory when the proposal was
-        # there) and passes each connection to a worker: moved to TCP
-        # before it leaves; the client follows.
-        assert set(fb) <= {"handed_over", "peer_moved_to_tcp", "server_chose_tcp",
-                           "server_accepted_first"}, h.fmt_stat(st)
-        assert fb.get("handed_over", 0) + fb.get("server_chose_tcp", 0) == n, h.fmt_stat(st)
-        assert fb.get("handed_over", 0) > 0, h.fmt_stat(st)
-    else:
-        # The workers share the socket they were passed (bound, then each
-        # listens): never published, since any of them (usmc or not) may
-        # accept a connection; clients find no listener, and the workers
-        # count what they accept as handed over.
-        assert st["smc_conns"] == 0, h.fmt_stat(st)
-        assert fb == {"peer_not_usmc": n, "handed_over": n}, h.fmt_stat(st)
+    assert st["smc_conns"] == 0, h.fmt_stat(st)
+    assert fb == {"peer_not_usmc": n, "handed_over": n}, h.fmt_stat(st)
 
 
 # --------------------------------------------------------------------------
@@ -253,15 +256,20 @@ def test_c_acceptor_worker(rundir, procs):
     p = procs.run("t_handover-usmc", [T_HANDOVER], rundir.env(USMC_CLI=h.USMC), timeout=180)
     assert p.popen.returncode == 0, p.diag()
     st = rundir.stat()
-    # Only the two "closed" checks may reset (bytes in shared memory whose
-    # sender closed cannot be handed over; never a clean EOF short of them).
-    assert set(st["aborts"]) <= {"local_reset"}, h.fmt_stat(st)
+    # Only the "closed" checks may reset (bytes in shared memory whose
+    # sender closed cannot be handed over to a worker without usmc; never
+    # a clean EOF short of them), and "lost" finds its server gone with
+    # its request unread (ECONNRESET, as TCP's RST).
+    assert set(st["aborts"]) <= {"local_reset", "peer_died"}, h.fmt_stat(st)
     assert st["aborts"].get("local_reset", 0) <= 2, h.fmt_stat(st)
+    assert st["aborts"].get("peer_died", 0) <= 1, h.fmt_stat(st)
     # The two decline checks fail the server's attach on purpose.
     assert st["handshake_errors"] == 2, h.fmt_stat(st)
     fb = _fallback(st)
     print("t_handover under usmc: %s" % h.fmt_stat(st))
-    # now, close, keep, in_ring, shut (+ their plain-worker variants) and
-    # the late ones hand over connections that were on shared memory.
-    assert fb.get("handed_over", 0) >= 10, h.fmt_stat(st)
-    assert fb.get("peer_moved_to_tcp", 0) >= 10, h.fmt_stat(st)
+    # The 17 checks whose worker runs usmc adopt what they are passed and
+    # stay on shared memory (each checks its mode; decline is TCP by
+    # design); only the plain-worker variants hand over to TCP.
+    assert st["smc_conns"] >= 2 * 17, h.fmt_stat(st)
+    assert fb.get("handed_over", 0) >= 8, h.fmt_stat(st)
+    assert fb.get("peer_moved_to_tcp", 0) >= 8, h.fmt_stat(st)

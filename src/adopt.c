@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * adopt.c - a socket that another image or process made becomes ours.
+ *
+ * Two ways in: an exec'ed image picks up what its old image described in
+ * USMC_INHERIT (exec.c: our own words, from the same process), and a
+ * process receives a descriptor with SCM_RIGHTS together with the sender's
+ * ticket (scm_recv.c: another process's words).  Either way the socket's
+ * shared half already lives in a family region mapped here (family.c), the
+ * link group and CLC index are reached by id in the runtime directory, and
+ * the owner locks that must not drop come as descriptors.
+ *
+ * References (sh->refs counts the processes that hold the socket): an
+ * exec'ed image is the same process.  A received descriptor was counted by
+ * its sender while in flight; that count becomes ours, or is dropped when
+ * we hold the socket already (it came back, or twice).  A peek (MSG_PEEK)
+ * leaves the message and its count queued, so the peeker counts itself.
+ *
+ * Received words are checked before use: the kernel socket must be a TCP
+ * socket with the recorded addresses (listening, for a listener), the link
+ * group's control block must name this connection (generation, 4-tuple),
+ * an owner lock must be the link group's file, an index must carry its id
+ * and our format.  A record that fails leaves the descriptor untracked
+ * (plain TCP); a connection whose shared memory cannot be reached although
+ * its shared half says it uses it is reset, so no holder reads a clean end
+ * of a stream short of its bytes.
+ */
+#include "adopt.h"
+#include "af_usmc.h"
+#include "fdtab.h"
+#include "log.h"
+#include "real.h"
+#include "registry.h"
+#include "sock.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/syscall.h>
+
+struct same_sh {
+	struct usmc_sock_sh *sh;
+	struct usmc_sock *sk;
+};
+
+static void find_sh(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	struct same_sh *c = arg;
+
+	if (!c->sk && sk->sh == c->sh)
+		c->sk = sk;
+}
+
+/*
+ * Descriptors of one socket (inetd's 0 and 1, a dup, one received twice)
+ * refer to one struct usmc_sock, as dup() would make them, so that closing
+ * one of them is not the socket's last close.  true if fd was adopted so.
+ */
+static bool adopt_dup(const struct usmc_adopt *a)
+{
+	struct same_sh c = { a->sh, NULL };
+
+	usmc_fd_foreach(find_sh, &c);
+	if (!c.sk)
+		return false;
+	usmc_sock_get(c.sk);
+	if (usmc_fd_install(a->fd, c.sk))
+		usmc_sock_put(c.sk);
+	/* Ours already: the sender's count for the one in flight goes. */
+	if (a->received && !a->peek)
+		atomic_fetch_sub(&a->sh->refs, 1);
+	return true;
+}
+
+static struct usmc_sock *adopt_wrap(const struct usmc_adopt *a, int kind)
+{
+	struct usmc_sock *sk;
+
+	usmc_family_inherited(a->sh);	/* others have it too: always the mutex */
+	sk = usmc_sock_wrap(a->fd, kind, a->sh);
+	if (sk && a->received && a->peek)
+		atomic_fetch_add(&a->sh->refs, 1);
+	return sk;
+}
+
+static int sockopt(int fd, int name)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, name, (long)&v, (long)&l, 0))
+		return -1;
+	return v;
+}
+
+/* A received record names fd's kernel socket: TCP, with these addresses. */
+static bool tcp_matches(const struct usmc_adopt *a, bool listener)
+{
+	struct sockaddr_storage ss;
+	struct usmc_addr x;
+	socklen_t l = sizeof(ss);
+	int dom = sockopt(a->fd, SO_DOMAIN), proto = sockopt(a->fd, SO_PROTOCOL);
+
+	if ((dom != AF_INET && dom != AF_INET6) || sockopt(a->fd, SO_TYPE) != SOCK_STREAM ||
+	    (proto && proto != IPPROTO_TCP) || sockopt(a->fd, SO_ACCEPTCONN) != (int)listener)
+		return false;
+	if (getsockname(a->fd, (struct sockaddr *)&ss, &l) ||
+	    usmc_addr_from_sa(&x, (struct sockaddr *)&ss, l) || memcmp(&x, &a->local, sizeof(x)))
+		return false;
+	if (listener)
+		return true;
+	l = sizeof(ss);
+	return !getpeername(a->fd, (struct sockaddr *)&ss, &l) &&
+	       !usmc_addr_from_sa(&x, (struct sockaddr *)&ss, l) && !memcmp(&x, &a->peer, sizeof(x));
+}
+
+/* The slot's control block names this connection (the client wrote it). */
+static bool ctrl_matches(struct usmc_sock *sk, struct usmc_lgr *l, const struct usmc_adopt *a)
+{
+	struct usmc_cdc_ctrl *c;
+	struct usmc_addr cl, sv;
+
+	if (a->slot >= l->nslots)
+		return false;
+	if (!a->received)
+		return true;
+	c = usmc_lgr_ctrl(l, a->slot);
+	cl = c->c.client;
+	sv = c->c.server;
+	return LOAD_ACQUIRE(&c->c.gen) == a->gen &&
+	       !memcmp(&cl, sk->role == 'C' ? &a->local : &a->peer, sizeof(cl)) &&
+	       !memcmp(&sv, sk->role == 'C' ? &a->peer : &a->local, sizeof(sv));
+}
+
+/* Its shared memory cannot be reached: fail loudly, never hang. */
+static void conn_unreachable(struct usmc_sock *sk, const struct usmc_adopt *a)
+{
+	usmc_log_write("%s: fd %d: link group %016llx unreachable",
+		       a->received ? "received" : "exec", a->fd, (unsigned long long)a->lgr_id);
+	sk->lgr = NULL;
+	sk_set_mode(sk, USMC_MODE_TCP);
+	if (a->received) {
+		/* Every holder reads ECONNRESET (connect(AF_UNSPEC): RST). */
+		struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+		real.connect(a->fd, &sa, sizeof(sa));
+	} else {
+		/* Shutting the TCP socket down gives both ends EOF. */
+		real.shutdown(a->fd, SHUT_RDWR);
+	}
+}
+
+int usmc_adopt_conn(const struct usmc_adopt *a)
+{
+	struct usmc_sock *sk;
+	struct usmc_lgr *l;
+	int owner_fd = a->owner_fd;
+
+	if (!a->sh || (a->role != 'C' && a->role != 'S') || (a->received && !tcp_matches(a, false))) {
+		if (a->received && owner_fd >= 0)
+			sys_close(owner_fd);
+		return -EINVAL;
+	}
+	if (adopt_dup(a)) {
+		if (a->received && owner_fd >= 0)
+			sys_close(owner_fd);
+		return 0;
+	}
+	sk = adopt_wrap(a, SK_CONN);
+	if (!sk)
+		return -ENOMEM;
+	sk->role = a->role;
+	sk->local = a->local;
+	sk->peer = a->peer;
+	if (a->ln_fd >= 0) {
+		usmc_ifd_mark(a->ln_fd);
+		sys_fcntl(a->ln_fd, F_SETFD, FD_CLOEXEC);
+	}
+	if (a->ln_id && usmc_clc_ln_get(a->ln_id, &sk->ln))
+		sk->ln = NULL;
+	if (a->mode == USMC_MODE_SMCD || a->mode == USMC_MODE_PROPOSED) {
+		int rc = a->role == 'C' ? usmc_lgr_adopt(a->lgr_id, owner_fd, &l) :
+					  usmc_lgr_attach(a->lgr_id, &l);
+
+		if (a->role != 'C' && owner_fd >= 0)
+			sys_close(owner_fd);
+		if (rc || !ctrl_matches(sk, l, a) || usmc_conn_bind_slot(sk, l, a->slot, a->gen, false)) {
+			if (!rc)
+				usmc_lgr_put(l);
+			conn_unreachable(sk, a);
+		}
+	} else if (owner_fd >= 0) {
+		/* Not on shared memory: its link group's owner lock is kept
+		 * as the old image kept it (exec), or not needed (received). */
+		if (a->received) {
+			sys_close(owner_fd);
+		} else {
+			usmc_ifd_mark(owner_fd);
+			sys_fcntl(owner_fd, F_SETFD, FD_CLOEXEC);
+		}
+	}
+	usmc_conn_stats_open(sk, a->fd);
+	if (usmc_fd_install(a->fd, sk))
+		usmc_sock_put(sk);
+	return 0;
+}
+
+int usmc_adopt_listener(const struct usmc_adopt *a)
+{
+	struct usmc_sock *sk;
+
+	if (!a->sh || (a->received && !tcp_matches(a, true))) {
+		if (a->received && a->ln_fd >= 0)
+			sys_close(a->ln_fd);
+		return -EINVAL;
+	}
+	if (adopt_dup(a)) {
+		if (a->received && a->ln_fd >= 0)
+			sys_close(a->ln_fd);	/* we hold the index already */
+		return 0;
+	}
+	sk = adopt_wrap(a, SK_LISTEN);
+	if (!sk)
+		return -ENOMEM;
+	sk->bound = a->local;
+	if (usmc_clc_ln_adopt(a->ln_id, a->ln_fd, &sk->lst)) {
+		if (a->received)
+			sys_close(a->ln_fd);
+		/* Dropping our object drops the count we took over. */
+		usmc_sock_put(sk);
+		return -EBADMSG;
+	}
+	sk->reg_idx = a->reg_idx;
+	/* Our last close unregisters it (usmc_listen_release). */
+	usmc_registry_attach();
+	if (a->received)
+		usmc_stats_attach();
+	if (usmc_fd_install(a->fd, sk))
+		usmc_sock_put(sk);
+	return 0;
+}

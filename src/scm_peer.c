@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * scm_peer.c - will the process at the other end of a UNIX socket adopt
+ * the usmc sockets we send it (SCM_RIGHTS)?
+ *
+ * A sender may add its own descriptors to a message (handover.c) only if
+ * whoever reads the message strips them again, that is, runs libusmc.  A
+ * UNIX socket says nothing about who reads it, so usmc processes say it
+ * themselves, in the counters file (stats.h), where each live process
+ * owns a slot (an OFD lock on its byte proves it alive):
+ *
+ *  - announce: an inode of a UNIX socket that this process reads
+ *    descriptors from with libusmc (recvmsg/recvmmsg with a control
+ *    buffer, scm_recv.c) goes into its slot's ring (the last USMC_UX_READ
+ *    of them; only the owner writes it).  Not the ends of a socketpair()
+ *    we make: it is made to be handed to a child, which may exec a
+ *    program without libusmc before it taints them;
+ *  - taint: an inode that a program without libusmc may read too goes
+ *    into the file's taint ring (anyone writes it; the last USMC_UX_TAINT
+ *    count).  Every UNIX socket that an exec without libusmc or a
+ *    posix_spawn child inherits, and every UNIX socket passed in a message
+ *    (its receiver is unknown), is tainted for good.
+ *
+ * The sender asks the kernel for the inode of its socket's peer (sock_diag,
+ * UNIX_DIAG_PEER) and adds its descriptors only if a live process
+ * announced that inode and nobody tainted it.  Otherwise the sockets move to
+ * TCP before they leave, as they always did.  What is not covered (a
+ * receiver that execs a program without libusmc after the message was
+ * queued, a holder that got the socket outside libusmc) is in
+ * docs/design.md, Limits.  Announcements and taints are hints among
+ * processes of one user and runtime directory: a forged one can only make
+ * that user's own program receive usmc's descriptors or use TCP.
+ *
+ * Layer: process discovery for handover.c and scm_recv.c; raw system calls
+ * (sys.h), no locks (words in the counters file, one writer per slot).
+ */
+#include "real.h"
+#include "rundir.h"
+#include "scm_peer.h"
+#include "stats.h"
+#include "sys.h"
+
+#include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+bool usmc_scm_unix_ino(int fd, uint64_t *ino)
+{
+	struct stat st;
+	int dom = 0;
+	socklen_t l = sizeof(dom);
+
+	/* The kernel fills it; the analyser cannot see a raw call do so. */
+	memset(&st, 0, sizeof(st));
+	if (usmc_sys(SYS_fstat, fd, (long)&st, 0) || !S_ISSOCK(st.st_mode))
+		return false;
+	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, (long)&dom, (long)&l, 0) ||
+	    dom != AF_UNIX)
+		return false;
+	*ino = (uint64_t)st.st_ino;
+	return true;
+}
+
+void usmc_scm_announce(uint64_t ino)
+{
+	struct usmc_stats_proc *p;
+	struct usmc_stats_file *f;
+	uint32_t k;
+	int slot, i;
+
+	if (!ino || usmc_stats_attach())
+		return;
+	f = usmc_stats_self(&slot);
+	if (!f)
+		return;
+	p = &f->procs[slot];
+	for (i = 0; i < USMC_UX_READ; i++)
+		if (LOAD_RELAXED(&p->ux_read[i]) == ino)
+			return;
+	/* Our own slot: threads of this process may announce at once. */
+	k = atomic_fetch_add_explicit(&p->ux_next, 1, memory_order_relaxed) % USMC_UX_READ;
+	/* Pairs with the acquire load in announced(). */
+	STORE_RELEASE(&p->ux_read[k], ino);
+}
+
+void usmc_scm_taint(uint64_t ino)
+{
+	struct usmc_stats_file *f;
+	uint32_t k;
+	int slot, i;
+
+	if (!ino || usmc_stats_attach())
+		return;
+	f = usmc_stats_self(&slot);
+	if (!f)
+		return;
+	for (i = 0; i < USMC_UX_TAINT; i++)
+		if (LOAD_RELAXED(&f->ux_taint[i]) == ino)
+			return;
+	k = atomic_fetch_add_explicit(&f->ux_taint_next, 1, memory_order_relaxed) % USMC_UX_TAINT;
+	/* Seq-cst: before the message or the exec that gives the socket
+	 * away; a sender's later check (acquire) sees it. */
+	atomic_store(&f->ux_taint[k], ino);
+}
+
+void usmc_scm_taint_fd(int fd)
+{
+	uint64_t ino;
+
+	if (usmc_scm_unix_ino(fd, &ino))
+		usmc_scm_taint(ino);
+}
+
+/*
+ * Every UNIX socket that survives an exec (no FD_CLOEXEC): the new program,
+ * or a posix_spawn child, runs without libusmc and may read it.  The
+ * descriptors are listed from /proc/self/fd (one getdents64 per 64
+ * entries), not probed one by one up to RLIMIT_NOFILE.
+ */
+void usmc_scm_taint_inherited(void)
+{
+	long buf[512];
+	long n;
+	int dir = (int)usmc_sys6(SYS_openat, AT_FDCWD, (long)"/proc/self/fd",
+				 O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0);
+
+	if (dir < 0)
+		return;
+	for (;;) {
+		memset(buf, 0, sizeof(buf));	/* as above: filled by a raw call */
+		n = usmc_sys(SYS_getdents64, dir, (long)buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		long off = 0;
+
+		while (off < n) {
+			/* struct linux_dirent64: ino, off, reclen, type, name */
+			const char *d = (const char *)buf + off;
+			unsigned short reclen;
+			const char *name = d + 19;
+			int fd = 0, fl;
+
+			memcpy(&reclen, d + 16, sizeof(reclen));
+			if (!reclen)
+				break;
+			off += reclen;
+			if (*name < '0' || *name > '9')
+				continue;
+			for (; *name >= '0' && *name <= '9'; name++)
+				fd = fd * 10 + (*name - '0');
+			if (fd == dir)
+				continue;
+			fl = sys_fcntl(fd, F_GETFD, 0);
+			if (fl >= 0 && !(fl & FD_CLOEXEC))
+				usmc_scm_taint_fd(fd);
+		}
+	}
+	sys_close(dir);
+}
+
+/* The inode of the socket at the other end of UNIX socket ino, 0 if none
+ * (not connected, or sock_diag refused). */
+static uint64_t unix_peer(uint64_t ino)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST },
+		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
+		       .udiag_show = UDIAG_SHOW_PEER,
+		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	long buf[256];
+	uint64_t peer = 0;
+	struct nlmsghdr *h;
+	long n;
+	int nl;
+
+	if (ino > UINT32_MAX)
+		return 0;
+	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return 0;
+	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
+		goto out;
+	/* The kernel writes what it returns; the analyser cannot see a raw
+	 * system call do so. */
+	memset(buf, 0, sizeof(buf));
+	n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
+	for (h = (struct nlmsghdr *)buf; n > 0 && NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		const struct unix_diag_msg *m = NLMSG_DATA(h);
+		struct rtattr *a;
+		int alen;
+
+		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) ||
+		    m->udiag_ino != (uint32_t)ino)
+			break;
+		alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+		for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+			if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
+				peer = *(const uint32_t *)RTA_DATA(a);
+		break;
+	}
+out:
+	sys_close(nl);
+	return peer;
+}
+
+static bool tainted(const struct usmc_stats_file *f, uint64_t ino)
+{
+	int i;
+
+	for (i = 0; i < USMC_UX_TAINT; i++)
+		if (atomic_load((_Atomic uint64_t *)&f->ux_taint[i]) == ino)
+			return true;
+	return false;
+}
+
+/* Does a live process (its slot's lock held; ours is, though our own
+ * OFD lock never shows as a conflict to us) announce ino? */
+static bool announced(struct usmc_stats_file *f, int self, uint64_t ino)
+{
+	int i, j, fd = usmc_stats_fd();
+
+	for (i = 0; i < USMC_STATS_PROCS; i++) {
+		struct usmc_stats_proc *p = &f->procs[i];
+
+		if (LOAD_ACQUIRE(&p->state) != 1)
+			continue;
+		for (j = 0; j < USMC_UX_READ; j++)
+			if (LOAD_ACQUIRE(&p->ux_read[j]) == ino)
+				break;
+		if (j < USMC_UX_READ && (i == self || usmc_lock_held(fd, USMC_STATS_LOCK_BASE + i)))
+			return true;
+	}
+	return false;
+}
+
+bool usmc_scm_peer_adopts(int fd)
+{
+	struct usmc_stats_file *f;
+	uint64_t ino, peer;
+	int slot;
+
+	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) ||
+	    !usmc_scm_unix_ino(fd, &ino) || !(peer = unix_peer(ino)))
+		return false;
+	return !tainted(f, peer) && announced(f, slot, peer);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scm_peer.h - who reads a UNIX socket: usmc processes announce the
+ * sockets they read descriptors from, exec and spawn taint those a program
+ * without libusmc may read (scm_peer.c).
+ */
+#ifndef USMC_SCM_PEER_H
+#define USMC_SCM_PEER_H
+
+#include "usmc.h"
+
+/* Is fd a UNIX socket?  Its inode in *ino. */
+bool usmc_scm_unix_ino(int fd, uint64_t *ino);
+/* This process reads descriptors from UNIX socket ino with libusmc. */
+void usmc_scm_announce(uint64_t ino);
+/* A program without libusmc may read UNIX socket ino (or fd) too. */
+void usmc_scm_taint(uint64_t ino);
+void usmc_scm_taint_fd(int fd);
+/* Every UNIX socket an exec'ed image inherits (no FD_CLOEXEC). */
+void usmc_scm_taint_inherited(void);
+/* Will whoever reads what we send on UNIX socket fd run libusmc? */
+bool usmc_scm_peer_adopts(int fd);
+
+#endif
