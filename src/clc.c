@@ -205,6 +205,41 @@ void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy)
 		atomic_fetch_and(&ln->idx->degraded, ~CLC_LN_BUSY);
 }
 
+void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason)
+{
+	uint32_t want = reason > 0 && reason < USMC_R_MAX ?
+			CLC_LN_OFF | ((uint32_t)reason << 8) : 0;
+	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
+	unsigned int tries;
+
+	for (tries = 0; tries < CLC_CAS_TRIES; tries++) {
+		if ((d & (CLC_LN_OFF | 0xff00u)) == want)
+			return;
+		if (atomic_compare_exchange_weak(&ln->idx->degraded, &d,
+						 (d & ~(CLC_LN_OFF | 0xff00u)) | want))
+			return;
+	}
+}
+
+int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
+{
+	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
+
+	return d & CLC_LN_OFF ? (int)CLC_LN_OFF_REASON(d) : 0;
+}
+
+/* Why a client may not propose to an index in state d (non-zero).  The
+ * word is the server's to write: a reason out of range is a policy one. */
+static int degraded_reason(uint32_t d)
+{
+	if (d & CLC_LN_OFF) {
+		unsigned int r = CLC_LN_OFF_REASON(d);
+
+		return r && r < USMC_R_MAX ? (int)r : USMC_R_POLICY;
+	}
+	return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+}
+
 struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
 {
 	atomic_fetch_add(&ln->refs, 1);
@@ -350,7 +385,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 		return USMC_R_RUNDIR;
 	d = LOAD_ACQUIRE(&ln->idx->degraded);
 	if (d)
-		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+		return degraded_reason(d);
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
@@ -380,7 +415,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 		for (tries = 0; tries < CLC_CAS_TRIES && is_claimed(w, h); tries++)
 			if (atomic_compare_exchange_strong(&e->word, &w, 0))
 				break;
-		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+		return degraded_reason(d);
 	}
 
 	memset(&tmp, 0, sizeof(tmp));
