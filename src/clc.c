@@ -9,6 +9,7 @@
  * is the linearisation point of "matched": a concurrent withdraw fails.
  */
 #include "clc.h"
+#include "options.h"
 #include "guard.h"
 #include "log.h"
 #include "rundir.h"
@@ -208,15 +209,15 @@ void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy)
 void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason)
 {
 	uint32_t want = reason > 0 && reason < USMC_R_MAX ?
-			CLC_LN_OFF | ((uint32_t)reason << 8) : 0;
+			CLC_LN_OFF | ((uint32_t)reason << 8) | (usmc_ctl_gen() << 16) : 0;
 	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
 	unsigned int tries;
 
 	for (tries = 0; tries < CLC_CAS_TRIES; tries++) {
-		if ((d & (CLC_LN_OFF | 0xff00u)) == want)
+		if ((d & CLC_LN_OFF_BITS) == want)
 			return;
 		if (atomic_compare_exchange_weak(&ln->idx->degraded, &d,
-						 (d & ~(CLC_LN_OFF | 0xff00u)) | want))
+						 (d & ~CLC_LN_OFF_BITS) | want))
 			return;
 	}
 }
@@ -226,6 +227,15 @@ int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
 	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
 
 	return d & CLC_LN_OFF ? (int)CLC_LN_OFF_REASON(d) : 0;
+}
+
+/* The index state d as it concerns a client: a decline made under a
+ * version of the controls other than ours is stale (clc.h). */
+static uint32_t degraded_now(uint32_t d)
+{
+	if ((d & CLC_LN_OFF) && CLC_LN_OFF_GEN(d) != usmc_ctl_gen())
+		d &= ~CLC_LN_OFF_BITS;
+	return d;
 }
 
 /* Why a client may not propose to an index in state d (non-zero).  The
@@ -383,7 +393,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 
 	if (ln_poisoned(ln))
 		return USMC_R_RUNDIR;
-	d = LOAD_ACQUIRE(&ln->idx->degraded);
+	d = degraded_now(LOAD_ACQUIRE(&ln->idx->degraded));
 	if (d)
 		return degraded_reason(d);
 	if (!entry_backed(ln, e))
@@ -409,7 +419,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	/* Seq-cst after our CAS, against the server's store of degraded
 	 * before its load of the word: one of us sees the other.  A waiting
 	 * server then gets our TCP bytes instead of a wake byte. */
-	d = atomic_load(&ln->idx->degraded);
+	d = degraded_now(atomic_load(&ln->idx->degraded));
 	if (d) {
 		w = claim;
 		for (tries = 0; tries < CLC_CAS_TRIES && is_claimed(w, h); tries++)

@@ -101,8 +101,14 @@ struct usmc_clc_entry {
 /* Listener index states that stop proposals. */
 #define CLC_LN_NOMARK	1u	/* sticky: a TCP decision could not be marked (tmpfs full) */
 #define CLC_LN_BUSY	2u	/* the server is short of descriptors for now */
-#define CLC_LN_OFF	0x10u	/* the server's controls or policy decline for now */
-#define CLC_LN_OFF_REASON(d)	(((d) >> 8) & 0xffu)	/* with CLC_LN_OFF: why */
+/* The server's controls decline for now: why in bits 8..15, and in bits
+ * 16..31 the version of the controls file that said so (usmc_ctl_gen).  A
+ * client that sees another version proposes anyway: the server decides
+ * again at accept, and marks again. */
+#define CLC_LN_OFF	0x10u
+#define CLC_LN_OFF_BITS		0xffffff10u
+#define CLC_LN_OFF_REASON(d)	(((d) >> 8) & 0xffu)
+#define CLC_LN_OFF_GEN(d)	((d) >> 16)
 
 struct usmc_clc_index {
 	uint64_t magic;

@@ -42,6 +42,22 @@ static struct {
 } ctl_id;					/* under ctl_lock */
 static char ctl_buf[USMC_CTL_MAX + 1];		/* under ctl_lock */
 static _Atomic uint32_t rules_seq;		/* odd while the rules change */
+static _Atomic uint32_t ctl_gen;		/* usmc_ctl_gen() */
+
+uint32_t usmc_ctl_gen(void)
+{
+	return LOAD_RELAXED(&ctl_gen);
+}
+
+/* 16 bits naming one version of the controls file (never 0). */
+static uint32_t gen_of(const struct stat *st)
+{
+	uint64_t h = usmc_mix64((uint64_t)st->st_ino ^ ((uint64_t)st->st_dev << 40) ^
+				(uint64_t)st->st_mtim.tv_nsec ^ ((uint64_t)st->st_mtim.tv_sec << 30) ^
+				((uint64_t)st->st_size << 50));
+
+	return (uint32_t)(h & 0xffff) | 1;
+}
 
 int usmc_ctl_read(char *buf, size_t len)
 {
@@ -132,6 +148,7 @@ static int apply_locked(char *text)
 
 	for (; line && *line; line = next) {
 		const char *why, *v;
+		char shown[48];
 		int k;
 
 		next = strchr(line, '\n');
@@ -141,9 +158,13 @@ static int apply_locked(char *text)
 			line++;
 		if (!*line || *line == '#' || *line == '\r')
 			continue;
+		/* For the message: the line as it was, printable (untrusted). */
+		for (i = 0; i + 1 < sizeof(shown) && line[i]; i++)
+			shown[i] = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+		shown[i] = '\0';
 		k = ctl_line(line, &v, &why);
 		if (k < 0) {
-			usmc_dbg(1, "controls: line '%.40s' ignored: %s", line, why);
+			usmc_dbg(1, "controls: line '%s' ignored: %s", shown, why);
 			bad++;
 			continue;
 		}
@@ -203,6 +224,7 @@ void usmc_options_refresh(void)
 			ctl_id.seen = false;
 			ctl_buf[0] = '\0';
 			apply_locked(ctl_buf);
+			STORE_RELAXED(&ctl_gen, 0);
 			usmc_dbg(1, "controls: removed, defaults apply");
 		}
 		goto out;
@@ -221,6 +243,7 @@ void usmc_options_refresh(void)
 	ctl_id.mtime = st.st_mtim;
 	ctl_id.ctime = st.st_ctim;
 	n = apply_locked(ctl_buf);
+	STORE_RELAXED(&ctl_gen, gen_of(&st));
 	usmc_dbg(1, "controls applied (%d line(s) ignored)", n);
 out:
 	pthread_mutex_unlock(&ctl_lock);

@@ -105,6 +105,9 @@ void usmc_options_refresh(void);
  * in the environment; what it does not name goes back to the default.
  * Returns the number of lines refused. */
 int usmc_options_apply_ctl(const char *text);
+/* Which version of the controls file this process applied: 16 bits, 0
+ * when none (a listener's decline carries it, clc.c). */
+uint32_t usmc_ctl_gen(void);
 /* Read the controls file (checked open, size bounded) into buf, NUL
  * terminated; length, or -ENOENT, -EFBIG, -EPERM, -EINVAL, ... */
 int usmc_ctl_read(char *buf, size_t len);
