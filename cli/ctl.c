@@ -154,7 +154,7 @@ static int ctl_set(int argc, char **argv, bool unset)
 	for (k = 0; k < argc; k++) {
 		const struct usmc_opt_desc *d;
 		char *eq = strchr(argv[k], '=');
-		const char *why;
+		const char *why, *env;
 
 		if (eq)
 			*eq = '\0';
@@ -175,7 +175,7 @@ static int ctl_set(int argc, char **argv, bool unset)
 				argv[k]);
 			return 2;
 		}
-		if (unset || !eq[1]) {
+		if (unset || !eq || !eq[1]) {
 			vals[d - usmc_opt_table] = NULL;
 			continue;
 		}
@@ -186,7 +186,8 @@ static int ctl_set(int argc, char **argv, bool unset)
 			return 2;
 		}
 		vals[d - usmc_opt_table] = eq + 1;
-		if (getenv(d->env) && *getenv(d->env))
+		env = getenv(d->env);
+		if (env && *env)
 			fprintf(stderr, "usmc ctl: note: %s is set in this environment; it overrides "
 				"the control for programs started from here\n", d->env);
 	}

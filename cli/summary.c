@@ -105,9 +105,10 @@ static void summary_json(const struct usmc_stats_file *f, const struct usmc_coun
 		       (unsigned long long)s->v[STAT_RING_HIST + i]);
 	printf("}},\n  \"fallback\": [");
 	for (i = 0; i < n; i++) {
+		uint64_t tot = t[i].client + t[i].server;
+
 		printf("%s\n    {\"reason\": \"%s\", \"total\": %llu, \"client\": %llu, \"server\": %llu, "
-		       "\"text\": ", i ? "," : "", usmc_reason_name(t[i].reason),
-		       (unsigned long long)(t[i].client + t[i].server),
+		       "\"text\": ", i ? "," : "", usmc_reason_name(t[i].reason), (unsigned long long)tot,
 		       (unsigned long long)t[i].client, (unsigned long long)t[i].server);
 		json_str(usmc_reason_desc(t[i].reason));
 		printf(", \"what_to_do\": ");

@@ -241,12 +241,13 @@ static bool is_port_list(const char *v)
 {
 	while (*v) {
 		char *end;
-		long lo = strtol(v, &end, 10), hi;
+		long lo = strtol(v, &end, 10);
 
 		if (end == v || !isdigit((unsigned char)*v) || lo < 1 || lo > 65535)
 			return false;
-		hi = lo;
 		if (*end == '-') {
+			long hi;
+
 			v = end + 1;
 			hi = strtol(v, &end, 10);
 			if (end == v || !isdigit((unsigned char)*v) || hi < lo || hi > 65535)
