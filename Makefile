@@ -6,6 +6,9 @@
 #   make test       everything, then the whole test suite
 #   make conformance  real projects' test suites, plain vs usmc, on an idle
 #                     machine and beside two CPU hogs (docs/conformance*.md)
+#   make install PREFIX=/usr/local DESTDIR=   bin/usmc, lib/usmc/libusmc.so, man
+#                     pages, bash completion, bench/plot.py, docs
+#   make deb        build/usmc_VERSION_ARCH.deb (packaging/deb.sh, dpkg-deb)
 
 CC      ?= cc
 O       ?= build
@@ -15,7 +18,7 @@ WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototy
 BASE    := -std=gnu11 -D_GNU_SOURCE -pthread -fPIC $(WARN)
 LIBFLAGS := -fvisibility=hidden
 
-COMMON_SRC := src/util.c src/options.c src/log.c src/ifd.c src/rundir.c src/stats.c \
+COMMON_SRC := src/util.c src/options.c src/controls.c src/log.c src/ifd.c src/rundir.c src/stats.c \
               src/registry.c src/reuseport.c src/clc.c src/dev_loopback.c src/guard.c
 LIB_SRC := $(COMMON_SRC) src/interpose.c src/interpose_io.c src/interpose_poll.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c src/accept.c \
            src/lgr.c src/tx.c src/rx.c src/close.c src/wait.c \
@@ -62,6 +65,36 @@ conformance: all
 	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json
 	tests/conformance/run.py --hog 2 --doc docs/conformance-hog.md --json docs/conformance-hog.json
 
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  := $(DESTDIR)$(PREFIX)/bin
+LIBDIR  := $(DESTDIR)$(PREFIX)/lib/usmc
+SHAREDIR := $(DESTDIR)$(PREFIX)/share
+DOCS    := README.md docs/design.md docs/performance.md docs/reliability.md docs/containers.md
+
+# bin/usmc finds its library in ../lib/usmc and its plot script in
+# ../share/usmc (cli/run.c, cli/bench_report.c): PREFIX moves them together.
+install: all
+	install -d $(BINDIR) $(LIBDIR) $(SHAREDIR)/man/man1 $(SHAREDIR)/man/man7 \
+	    $(SHAREDIR)/bash-completion/completions $(SHAREDIR)/usmc $(SHAREDIR)/doc/usmc
+	install -m 0755 $(O)/usmc $(BINDIR)/usmc
+	install -m 0644 $(O)/libusmc.so $(LIBDIR)/libusmc.so
+	install -m 0644 man/usmc.1 $(SHAREDIR)/man/man1/usmc.1
+	install -m 0644 man/usmc.7 $(SHAREDIR)/man/man7/usmc.7
+	install -m 0644 completion/usmc.bash $(SHAREDIR)/bash-completion/completions/usmc
+	install -m 0755 bench/plot.py $(SHAREDIR)/usmc/plot.py
+	install -m 0644 $(DOCS) $(SHAREDIR)/doc/usmc/
+
+uninstall:
+	rm -f $(BINDIR)/usmc $(LIBDIR)/libusmc.so $(SHAREDIR)/man/man1/usmc.1 \
+	    $(SHAREDIR)/man/man7/usmc.7 $(SHAREDIR)/bash-completion/completions/usmc \
+	    $(SHAREDIR)/usmc/plot.py
+	rm -rf $(SHAREDIR)/doc/usmc
+	-rmdir $(LIBDIR) $(SHAREDIR)/usmc
+
+deb: all
+	packaging/deb.sh $(O)
+
 clean:
 	rm -rf build
 
@@ -74,4 +107,4 @@ lint:
 	cppcheck --enable=warning,performance,portability --std=c11 -D_GNU_SOURCE \
 		-iquote src --inline-suppr --quiet --error-exitcode=1 src/ cli/
 
-.PHONY: all asan tsan test clean tests lint conformance
+.PHONY: all asan tsan test clean tests lint conformance install uninstall deb

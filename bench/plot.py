@@ -11,6 +11,7 @@ differ by orders of magnitude in latency.  `usmc bench --plot FILE.png` runs
 this script with /usr/bin/python3 on the JSON it has just produced.
 """
 import json
+import os
 import sys
 
 import matplotlib
@@ -109,10 +110,23 @@ def main():
                     "" if res.get("ok", True) else "  (some runs FAILED, see JSON)",
                     "\n" + "; ".join(floor) if floor else ""),
                  fontsize=10)
+    # The legend below the panels, the title's lines above them: neither
+    # overlaps the other nor the bars (each reserves its own strip).
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=9, ncol=len(labels))
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    height = fig.get_figheight()
+    title_lines = 3 if floor else 2
+    legend = fig.legend(handles, labels, loc="lower center", fontsize=9, ncol=len(labels),
+                        frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 1 - (0.22 * title_lines + 0.15) / height))
     fig.savefig(sys.argv[2], dpi=110)
+    if os.environ.get("USMC_PLOT_CHECK"):
+        # tests/test_bench.py: the boxes of title, legend and panels, in pixels.
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        boxes = {"title": fig._suptitle.get_window_extent(r), "legend": legend.get_window_extent(r)}
+        for i, ax in enumerate(axes[:, 0]):
+            boxes["panel%d" % i] = ax.get_tightbbox(r)
+        print(json.dumps({k: [b.x0, b.y0, b.x1, b.y1] for k, b in boxes.items()}))
     return 0
 
 

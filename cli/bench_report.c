@@ -478,7 +478,11 @@ static int plot_script(char *out, size_t len)
 	if (n <= 0)
 		return -ENOENT;
 	exe[n] = '\0';
+	/* The source tree (build/usmc), or an installed tree (bin/usmc). */
 	snprintf(out, len, "%s/../bench/plot.py", dirname(exe));
+	if (!access(out, R_OK))
+		return 0;
+	snprintf(out, len, "%s/../share/usmc/plot.py", exe);
 	return access(out, R_OK) ? -errno : 0;
 }
 

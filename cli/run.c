@@ -127,7 +127,7 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "usmc run: cannot find libusmc.so (set USMC_LIB)\n");
 		return 127;
 	}
-	if (lib[0] != '/') {
+	if (lib[0] != '/' || strstr(lib, "/../")) {
 		char abs[PATH_MAX];
 
 		if (realpath(lib, abs))

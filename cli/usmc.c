@@ -14,43 +14,20 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: usmc <command> [options]\n"
 		"\n"
-		"  run [opts] -- CMD ARGS   run CMD with libusmc preloaded (like smc_run)\n"
-		"  stat [--json] [--reset]  live connections and counters (like smcss + smcd stats)\n"
-		"  dev [--json]             devices and their statistics (like smcd device)\n"
-		"  bench [opts]             TCP vs UNIX socket vs usmc, side by side\n"
-		"  env                      the USMC_* environment variables\n"
+		"  run [opts] -- CMD ARGS     run CMD with libusmc preloaded (like smc_run)\n"
+		"  stat [-a] [-d] [-l] [--json] [--reset]\n"
+		"                             live connections and counters (like smcss)\n"
+		"  stat summary [--json] [--reset]\n"
+		"                             totals, top fallback reasons, buffers (like smcd stats)\n"
+		"  dev [--json]               devices and their statistics (like smcd device)\n"
+		"  lg [-a] [--json]           link groups (like smcd linkgroup)\n"
+		"  ctl [KEY=VALUE...]         runtime controls: list, or set for new connections\n"
+		"  chk [--json] HOST:PORT     would a connection there be accelerated? (like smc_chk)\n"
+		"  bench [opts]               TCP vs UNIX socket vs usmc, side by side\n"
+		"  env [--man]                the USMC_* settings and their defaults\n"
 		"  version\n"
 		"\n"
 		"See usmc(1) and usmc(7).\n");
-}
-
-void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-int cmd_env(int argc, char **argv)
-{
-	unsigned int i;
-
-	(void)argc;
-	(void)argv;
-	for (i = 0; i < usmc_opt_count; i++)
-		printf("%-20s default %-8s  %s\n", usmc_opt_table[i].env,
-		       usmc_opt_table[i].def[0] ? usmc_opt_table[i].def : "\"\"",
-		       usmc_opt_table[i].doc);
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -65,6 +42,12 @@ int main(int argc, char **argv)
 		return cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(cmd, "dev") || !strcmp(cmd, "device"))
 		return cmd_dev(argc - 1, argv + 1);
+	if (!strcmp(cmd, "lg") || !strcmp(cmd, "linkgroup"))
+		return cmd_lg(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ctl"))
+		return cmd_ctl(argc - 1, argv + 1);
+	if (!strcmp(cmd, "chk") || !strcmp(cmd, "check"))
+		return cmd_chk(argc - 1, argv + 1);
 	if (!strcmp(cmd, "bench"))
 		return cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(cmd, "env"))
@@ -77,7 +60,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "usmc: unknown command '%s'\n", cmd);
+	fprintf(stderr, "usmc: unknown command '%s' (usmc help lists them)\n", cmd);
 	usage(stderr);
 	return 2;
 }

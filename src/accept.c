@@ -31,6 +31,10 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	struct usmc_lgr *l;
 	int reason, rc;
 
+	/* Our controls declined after the client proposed: decline it. */
+	reason = usmc_clc_ln_off_reason(sk->ln);
+	if (reason)
+		return reason;
 	reason = usmc_clc_prop_check(p, &sk->peer);
 	if (reason)
 		return reason;
@@ -152,9 +156,11 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 			return;
 		}
 	}
-	/* No proposal because we told clients we were short: say why. */
-	if (reason == USMC_R_PEER_NOT_USMC && sk->ln &&
-	    (LOAD_RELAXED(&sk->ln->idx->degraded) & CLC_LN_BUSY))
+	/* No proposal because we told clients we were short or off: say why. */
+	if (reason == USMC_R_PEER_NOT_USMC && sk->ln && usmc_clc_ln_off_reason(sk->ln))
+		reason = usmc_clc_ln_off_reason(sk->ln);
+	else if (reason == USMC_R_PEER_NOT_USMC && sk->ln &&
+		 (LOAD_RELAXED(&sk->ln->idx->degraded) & CLC_LN_BUSY))
 		reason = USMC_R_LIMIT;
 	usmc_sock_set_tcp(sk, reason);
 }
@@ -175,6 +181,7 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 	usmc_stats_attach();
 	STAT_INC(tcp_conns);
 	STAT_INC(fallback[USMC_R_MEM]);
+	STAT_INC(fallback_server[USMC_R_MEM]);
 	if (!lsk->lst || usmc_addr_from_sa(&peer, sa, salen) ||
 	    usmc_clc_match(lsk->lst, &peer, &prop, CLC_DECIDE))
 		return;
@@ -222,13 +229,16 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		sk_set_flag(sk, SKF_LINGER0);
 
 	if (!lsk->lst) {
-		reason = usmc_opt.disable || !usmc_port_allowed(lsk->bound.port) ?
-			 USMC_R_DISABLED :
-			 sk_flag(lsk, SKF_HANDED) ? USMC_R_HANDOVER :
+		reason = usmc_policy_check(lsk->bound.port, NULL);
+		if (!reason)
+			reason = sk_flag(lsk, SKF_HANDED) ? USMC_R_HANDOVER :
 			 lsk->lst_reason ? lsk->lst_reason : USMC_R_RUNDIR;
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);
+		/* The controls of now (usmc ctl): later clients stay on TCP
+		 * by themselves, one that proposed is declined (server_accept). */
+		usmc_clc_ln_off(sk->ln, usmc_policy_check(lsk->bound.port, NULL));
 		/* Short of descriptors: later clients fall back by themselves. */
 		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);

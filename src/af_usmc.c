@@ -81,6 +81,8 @@ void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
 	if (!(atomic_fetch_or(&sk->sh->flags, SKF_FB_COUNTED) & SKF_FB_COUNTED)) {
 		STAT_INC(tcp_conns);
 		STAT_INC(fallback[reason]);
+		if (sk->role == 'S')
+			STAT_INC(fallback_server[reason]);
 	}
 	usmc_dbg(1, "%s %s %s %s: TCP (%s: %s)", role_name(sk),
 		 usmc_addr_str(&sk->local, a, sizeof(a)), sk->role == 'C' ? "->" : "<-",
@@ -103,6 +105,9 @@ void usmc_conn_established(struct usmc_sock *sk)
 		else
 			STAT_INC(smc_server);
 	}
+	/* Once per endpoint: established is reached once (accept, or the
+	 * client's first look at the answer). */
+	STAT_INC(ring_hist[usmc_ring_bucket(sk->size)]);
 	usmc_dbg(1, "%s %s %s %s: SMC-D loopback (link group %016llx slot %u, %u-byte DMBs)",
 		 role_name(sk), usmc_addr_str(&sk->local, a, sizeof(a)),
 		 sk->role == 'C' ? "->" : "<-", usmc_addr_str(&sk->peer, b, sizeof(b)),
@@ -285,8 +290,9 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 	struct usmc_reg_listener rec;
 	int reason, rc;
 
-	if (usmc_opt.disable || !usmc_port_allowed(dst->port))
-		return USMC_R_DISABLED;
+	reason = usmc_policy_check(dst->port, NULL);
+	if (reason)
+		return reason;
 	if (usmc_registry_attach())
 		return USMC_R_RUNDIR;
 	usmc_stats_attach();
@@ -499,8 +505,9 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 	struct usmc_reg_listener rec;
 	struct sockaddr_storage ss = { 0 };
 	socklen_t sslen = sizeof(ss);
-	int rc, on = 0;
+	int rc, on = 0, off;
 	socklen_t olen = sizeof(on);
+	bool fixed = false;
 	char a[64];
 
 	rc = real.listen(fd, backlog);
@@ -510,7 +517,11 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) ||
 	    usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sslen))
 		return 0;
-	if (usmc_opt.disable || !usmc_port_allowed(sk->bound.port))
+	/* Refused by the environment: for the process's life.  By `usmc
+	 * ctl`: registered anyway, clients told to stay on TCP for now
+	 * (usmc_clc_ln_off), so turning it on needs no restart. */
+	off = usmc_policy_check(sk->bound.port, &fixed);
+	if (off && fixed)
 		return 0;
 	rc = usmc_registry_attach();
 	if (!rc)
@@ -523,6 +534,7 @@ int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 			 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
 		return 0;
 	}
+	usmc_clc_ln_off(sk->lst, off);
 	memset(&rec, 0, sizeof(rec));
 	rec.id = sk->lst->id;
 	rec.netns = usmc_netns_self();

@@ -9,6 +9,7 @@
  * is the linearisation point of "matched": a concurrent withdraw fails.
  */
 #include "clc.h"
+#include "options.h"
 #include "guard.h"
 #include "log.h"
 #include "rundir.h"
@@ -205,6 +206,50 @@ void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy)
 		atomic_fetch_and(&ln->idx->degraded, ~CLC_LN_BUSY);
 }
 
+void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason)
+{
+	uint32_t want = reason > 0 && reason < USMC_R_MAX ?
+			CLC_LN_OFF | ((uint32_t)reason << 8) | (usmc_ctl_gen() << 16) : 0;
+	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
+	unsigned int tries;
+
+	for (tries = 0; tries < CLC_CAS_TRIES; tries++) {
+		if ((d & CLC_LN_OFF_BITS) == want)
+			return;
+		if (atomic_compare_exchange_weak(&ln->idx->degraded, &d,
+						 (d & ~CLC_LN_OFF_BITS) | want))
+			return;
+	}
+}
+
+int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
+{
+	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
+
+	return d & CLC_LN_OFF ? (int)CLC_LN_OFF_REASON(d) : 0;
+}
+
+/* The index state d as it concerns a client: a decline made under a
+ * version of the controls other than ours is stale (clc.h). */
+static uint32_t degraded_now(uint32_t d)
+{
+	if ((d & CLC_LN_OFF) && CLC_LN_OFF_GEN(d) != usmc_ctl_gen())
+		d &= ~CLC_LN_OFF_BITS;
+	return d;
+}
+
+/* Why a client may not propose to an index in state d (non-zero).  The
+ * word is the server's to write: a reason out of range is a policy one. */
+static int degraded_reason(uint32_t d)
+{
+	if (d & CLC_LN_OFF) {
+		unsigned int r = CLC_LN_OFF_REASON(d);
+
+		return r && r < USMC_R_MAX ? (int)r : USMC_R_POLICY;
+	}
+	return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+}
+
 struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
 {
 	atomic_fetch_add(&ln->refs, 1);
@@ -349,9 +394,9 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 
 	if (ln_poisoned(ln))
 		return USMC_R_RUNDIR;
-	d = LOAD_ACQUIRE(&ln->idx->degraded);
+	d = degraded_now(LOAD_ACQUIRE(&ln->idx->degraded));
 	if (d)
-		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+		return degraded_reason(d);
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	w = LOAD_ACQUIRE(&e->word);
@@ -375,13 +420,13 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	/* Seq-cst after our CAS, against the server's store of degraded
 	 * before its load of the word: one of us sees the other.  A waiting
 	 * server then gets our TCP bytes instead of a wake byte. */
-	d = atomic_load(&ln->idx->degraded);
+	d = degraded_now(atomic_load(&ln->idx->degraded));
 	if (d) {
 		w = claim;
 		for (tries = 0; tries < CLC_CAS_TRIES && is_claimed(w, h); tries++)
 			if (atomic_compare_exchange_strong(&e->word, &w, 0))
 				break;
-		return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
+		return degraded_reason(d);
 	}
 
 	memset(&tmp, 0, sizeof(tmp));

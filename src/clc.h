@@ -101,6 +101,14 @@ struct usmc_clc_entry {
 /* Listener index states that stop proposals. */
 #define CLC_LN_NOMARK	1u	/* sticky: a TCP decision could not be marked (tmpfs full) */
 #define CLC_LN_BUSY	2u	/* the server is short of descriptors for now */
+/* The server's controls decline for now: why in bits 8..15, and in bits
+ * 16..31 the version of the controls file that said so (usmc_ctl_gen).  A
+ * client that sees another version proposes anyway: the server decides
+ * again at accept, and marks again. */
+#define CLC_LN_OFF	0x10u
+#define CLC_LN_OFF_BITS		0xffffff10u
+#define CLC_LN_OFF_REASON(d)	(((d) >> 8) & 0xffu)
+#define CLC_LN_OFF_GEN(d)	((d) >> 16)
 
 struct usmc_clc_index {
 	uint64_t magic;
@@ -155,6 +163,11 @@ void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln);
 /* Server: short of resources (or not any more): clients stop (resume)
  * proposing, so that they fall back at once instead of being declined. */
 void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy);
+/* Server: its controls decline (reason: disabled, no_common_device,
+ * policy) or accept again (0); clients read it before proposing. */
+void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason);
+/* The reason our own listener declines for now, or 0. */
+int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln);
 
 /* Client: open (cached) the listener's index; checks the owner is alive.
  * Returns a reference. */

@@ -2,8 +2,15 @@
 /*
  * options.h - the one table of USMC_* settings.
  *
- * Read once from the environment when the library or CLI starts; afterwards
- * read-only, so every thread may use usmc_opt without locking.
+ * Each setting has a default, may be set for the whole runtime directory
+ * with `usmc ctl KEY=VALUE` (the controls file, OPTF_CTL settings only) and
+ * per program in the environment; the environment wins.  The environment
+ * is read once when the library or CLI starts.  The controls file is read
+ * again, at most every USMC_CTL_CHECK_NS, when a connection or listener is
+ * made (usmc_options_refresh), so a change applies to new connections of
+ * running programs.  Scalars are then stored in place (a reader sees the
+ * old or the new value); the string rules are read by usmc_policy_check()
+ * only, under a sequence count.
  */
 #ifndef USMC_OPTIONS_H
 #define USMC_OPTIONS_H
@@ -11,6 +18,18 @@
 #include "usmc.h"
 
 enum usmc_opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_STR };
+
+#define OPTF_CTL	0x1	/* `usmc ctl` may set it (new connections) */
+#define OPTF_PORTS	0x2	/* a port list: 6379,8000-8100 */
+#define OPTF_NAMES	0x4	/* a list of names or numbers: a,b,c */
+
+/* Where an option's value came from. */
+enum usmc_opt_src { USMC_SRC_DEFAULT, USMC_SRC_CTL, USMC_SRC_ENV };
+
+/* The controls file in the runtime directory (`usmc ctl`): KEY=VALUE lines. */
+#define USMC_CTL_FILE		"controls"
+#define USMC_CTL_MAX		8192		/* bytes; a larger file is refused */
+#define USMC_CTL_CHECK_NS	(100 * 1000000ull)
 
 struct usmc_opt_desc {
 	const char *env;	/* environment variable */
@@ -20,6 +39,8 @@ struct usmc_opt_desc {
 	size_t off;		/* offset in struct usmc_options */
 	size_t size;		/* field size (OPT_STR capacity) */
 	long min, max;		/* bounds for OPT_INT / OPT_SIZE */
+	unsigned int flags;	/* OPTF_* */
+	const char *choices;	/* OPT_STR: "a|b" the only values allowed, or NULL */
 };
 
 struct usmc_options {
@@ -37,6 +58,10 @@ struct usmc_options {
 	char dmb_type[16];	/* USMC_DMB_TYPE: regular | huge */
 	char fault[128];	/* USMC_FAULT: testing, allocation points made to fail */
 	bool trust_seccomp;	/* USMC_TRUST_SECCOMP: an inherited filter allows usmc */
+	bool loopback;		/* USMC_LOOPBACK: the loopback device is on */
+	char programs[256];	/* USMC_PROGRAMS: only these programs (empty = all) */
+	char exclude_programs[256];	/* USMC_EXCLUDE_PROGRAMS */
+	char off_netns[256];	/* USMC_OFF_NETNS: network namespace inodes switched off */
 };
 
 /*
@@ -66,11 +91,41 @@ static inline bool usmc_fault(unsigned int point)
 extern struct usmc_options usmc_opt;
 extern const struct usmc_opt_desc usmc_opt_table[];
 extern const unsigned int usmc_opt_count;
+#define USMC_OPT_MAX	32
+extern uint8_t usmc_opt_src[USMC_OPT_MAX];	/* enum usmc_opt_src, by table index */
 
 /* Parse the environment into usmc_opt; safe to call more than once. */
 void usmc_options_load(void);
-/* Does USMC_PORTS / USMC_EXCLUDE_PORTS allow acceleration on this port? */
-bool usmc_port_allowed(uint16_t port);
+/* Set one option from text (unchecked: see usmc_opt_check). */
+void usmc_opt_set(const struct usmc_opt_desc *d, const char *val);
+/* Apply the controls file if it changed since the last look (rate limited,
+ * never blocks; a file that is not ours is ignored). */
+void usmc_options_refresh(void);
+/* Apply controls text (KEY=VALUE lines) to every OPTF_CTL setting not set
+ * in the environment; what it does not name goes back to the default.
+ * Returns the number of lines refused. */
+int usmc_options_apply_ctl(const char *text);
+/* Which version of the controls file this process applied: 16 bits, 0
+ * when none (a listener's decline carries it, clc.c). */
+uint32_t usmc_ctl_gen(void);
+/* Read the controls file (checked open, size bounded) into buf, NUL
+ * terminated; length, or -ENOENT, -EFBIG, -EPERM, -EINVAL, ... */
+int usmc_ctl_read(char *buf, size_t len);
+/* "ring_size", "RING_SIZE" or "USMC_RING_SIZE": the descriptor, or NULL. */
+const struct usmc_opt_desc *usmc_opt_find(const char *key);
+/* The `usmc ctl` name of a setting: USMC_RING_SIZE -> ring_size. */
+const char *usmc_opt_key(const struct usmc_opt_desc *d, char *buf, size_t len);
+/* Is val acceptable for d?  0, or -EINVAL with *why saying what is wrong. */
+int usmc_opt_check(const struct usmc_opt_desc *d, const char *val, const char **why);
+/* The current value of d as text. */
+const char *usmc_opt_value(const struct usmc_opt_desc *d, char *buf, size_t len);
+/*
+ * May a connection on this port be accelerated here and now?  0, or the
+ * reason (disabled, no_common_device, policy); *fixed (may be NULL): the
+ * refusal comes from the environment, so it holds for the process's life.
+ * Refreshes the controls first.
+ */
+int usmc_policy_check(uint16_t port, bool *fixed);
 /* Parse "64k", "1M", "4096" into bytes; -EINVAL on junk. */
 int usmc_parse_size(const char *s, long *out);
 

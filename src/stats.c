@@ -22,8 +22,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define NCOUNTERS (offsetof(struct usmc_counters, fallback) / sizeof(uint64_t) + USMC_R_MAX)
+#define NCOUNTERS (offsetof(struct usmc_counters, ring_hist) / sizeof(uint64_t) + USMC_RING_HIST)
 BUILD_BUG_ON(offsetof(struct usmc_counters, fallback) % sizeof(uint64_t));
+BUILD_BUG_ON(NCOUNTERS * sizeof(uint64_t) > sizeof(struct usmc_counters));
 
 static struct usmc_counters dummy_ctr;
 _Atomic(struct usmc_counters *) usmc_ctr = &dummy_ctr;

@@ -20,6 +20,9 @@
 #define USMC_STATS_PROCS	1024
 #define USMC_STATS_CONNS	16384
 #define USMC_STATS_LOCK_BASE	(1L << 30)
+/* Ring size histogram: bucket i counts rings of 16 KiB << i (16 KiB .. 64 MiB). */
+#define USMC_RING_HIST		13
+#define USMC_RING_HIST_MIN	16384
 
 /* All counters are cumulative; units in the names. */
 struct usmc_counters {
@@ -47,7 +50,20 @@ struct usmc_counters {
 	_Atomic uint64_t wake_bytes;		/* CLC wake bytes sent to servers waiting undecided */
 	_Atomic uint64_t aborts[USMC_A_MAX];	/* shared-memory connections reset, by reason */
 	_Atomic uint64_t fallback[USMC_R_MAX];	/* TCP fallbacks, by reason */
+	_Atomic uint64_t tx_full;		/* sends that found the peer's ring full */
+	_Atomic uint64_t fallback_server[USMC_R_MAX];	/* ... of the fallbacks, server side */
+	_Atomic uint64_t ring_hist[USMC_RING_HIST];	/* endpoints on shared memory, by ring size */
 } __cacheline;
+
+/* The bucket of a ring of size bytes (a power of two). */
+static inline unsigned int usmc_ring_bucket(uint32_t size)
+{
+	unsigned int b = 0;
+
+	while (b + 1 < USMC_RING_HIST && (uint64_t)USMC_RING_HIST_MIN << (b + 1) <= size)
+		b++;
+	return b;
+}
 
 enum usmc_conn_mode {
 	USMC_MODE_NONE = 0,

@@ -499,6 +499,7 @@ moved:
 			fresh = true;
 			continue;
 		}
+		STAT_INC(tx_full);
 		if (nonblock)
 			break;
 		/* A handler's bytes now follow ours: what we sent is all. */

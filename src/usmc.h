@@ -165,6 +165,7 @@ enum usmc_reason {
 	USMC_R_SANDBOXED,	/* the process entered a seccomp filter (sandbox.c) */
 	USMC_R_REUSEPORT,	/* the listener's SO_REUSEPORT group has other sockets (reuseport.c) */
 	USMC_R_HANDOVER,	/* passed to another process with SCM_RIGHTS (handover.c) */
+	USMC_R_POLICY,		/* a port, program or namespace rule excludes it (options.c) */
 	USMC_R_MAX
 };
 
@@ -180,6 +181,8 @@ enum usmc_abort {
 
 const char *usmc_reason_name(int reason);
 const char *usmc_reason_desc(int reason);
+/* What to do about a fallback, in words (`usmc stat`, `usmc chk`). */
+const char *usmc_reason_hint(int reason);
 const char *usmc_abort_name(int abort_reason);
 
 /*

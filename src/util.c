@@ -13,36 +13,85 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * Every fallback reason: its stable name (JSON, tests), what happened, and
+ * what to do about it.  `usmc stat`, `usmc chk` and usmc(7) print these.
+ */
 static const struct {
 	const char *name;
 	const char *desc;
+	const char *hint;
 } reasons[USMC_R_MAX] = {
-	[USMC_R_NONE]		= { "none", "accelerated" },
-	[USMC_R_PEER_NOT_USMC]	= { "peer_not_usmc", "the peer is not a usmc process" },
-	[USMC_R_DISABLED]	= { "disabled", "acceleration disabled by configuration" },
-	[USMC_R_NO_DEVICE]	= { "no_common_device", "no device both ends can use" },
-	[USMC_R_MEM]		= { "out_of_memory", "shared memory or ring allocation failed" },
-	[USMC_R_VERSION]	= { "version_mismatch", "the peer uses another shared-memory format" },
-	[USMC_R_PERMISSION]	= { "permission", "the peer's user is not allowed" },
-	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit" },
-	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted" },
-	[USMC_R_INDEX_BUSY]	= { "clc_index_busy", "the handshake slot for this 4-tuple is in use" },
-	[USMC_R_UNCERTAIN]	= { "uncertain_route", "the route to the listener is not certain" },
-	[USMC_R_RUNDIR]		= { "rundir_unusable", "the runtime directory is missing or unsafe" },
-	[USMC_R_PEER_GONE]	= { "peer_gone", "the peer died during the handshake" },
-	[USMC_R_SERVER_TCP]	= { "server_chose_tcp", "the server wrote first and committed to TCP" },
-	[USMC_R_WITHDRAWN]	= { "proposal_withdrawn", "TCP bytes arrived on a proposed connection" },
-	[USMC_R_SOCKOPT]	= { "unsupported_option", "the socket uses an option SMC cannot honour" },
-	[USMC_R_EXEC_PLAIN]	= { "exec_without_usmc", "handed to a program without libusmc" },
-	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP" },
-	[USMC_R_INTERNAL]	= { "internal_error", "internal error" },
-	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn" },
-	[USMC_R_OOB]		= { "oob", "urgent data (MSG_OOB) sent: moved to TCP" },
-	[USMC_R_ASYNC_IO]	= { "async_io", "O_ASYNC (SIGIO) set: moved to TCP" },
-	[USMC_R_SANDBOXED]	= { "sandboxed", "the process entered a seccomp filter" },
+	[USMC_R_NONE]		= { "none", "accelerated", "nothing to do" },
+	[USMC_R_PEER_NOT_USMC]	= { "peer_not_usmc", "the peer is not a usmc process",
+				    "start the peer under usmc run too (and with the same runtime "
+				    "directory: -R DIR / USMC_RUNDIR)" },
+	[USMC_R_DISABLED]	= { "disabled", "acceleration disabled by configuration",
+				    "USMC_DISABLE=1 or usmc run -t in the program's environment, or "
+				    "usmc ctl disable=1: see usmc ctl; usmc ctl disable=0 turns it on" },
+	[USMC_R_NO_DEVICE]	= { "no_common_device", "no device both ends can use",
+				    "the loopback device is off on one end: usmc ctl loopback=1" },
+	[USMC_R_MEM]		= { "out_of_memory", "shared memory or ring allocation failed",
+				    "the runtime directory's tmpfs is full or memory is short: free "
+				    "space there (df /dev/shm), or use smaller rings (usmc ctl "
+				    "ring_size=256K)" },
+	[USMC_R_VERSION]	= { "version_mismatch", "the peer uses another shared-memory format",
+				    "run both ends with the same usmc build (usmc version); restart "
+				    "programs started before an upgrade" },
+	[USMC_R_PERMISSION]	= { "permission", "the peer's user is not allowed",
+				    "run both ends as one user (nginx: add 'user <you>;'), or allow "
+				    "the other user on both ends: usmc run -a UID / USMC_ALLOW" },
+	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit",
+				    "raise the descriptor limit (ulimit -n; usmc needs two per "
+				    "connection in the upper half) or USMC_LGR_SLOTS" },
+	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted",
+				    "a timing race at connect; rare and harmless, nothing to do unless "
+				    "it is frequent (then report it)" },
+	[USMC_R_INDEX_BUSY]	= { "clc_index_busy", "the handshake slot for this 4-tuple is in use",
+				    "many connections at once hashed together; harmless, retried on "
+				    "the next connection" },
+	[USMC_R_UNCERTAIN]	= { "uncertain_route", "the route to the listener is not certain",
+				    "two listeners (namespaces or a SO_REUSEPORT group) could take "
+				    "the connection; connect to one unambiguous address, or give "
+				    "each namespace its own port" },
+	[USMC_R_RUNDIR]		= { "rundir_unusable", "the runtime directory is missing or unsafe",
+				    "usmc stat says what is wrong with it; remove it, or use a "
+				    "directory of your own: usmc run -R DIR / USMC_RUNDIR" },
+	[USMC_R_PEER_GONE]	= { "peer_gone", "the peer died during the handshake",
+				    "the listener or its link group ended; nothing to do" },
+	[USMC_R_SERVER_TCP]	= { "server_chose_tcp", "the server wrote first and committed to TCP",
+				    "a server-speaks-first protocol: the client's proposal came after "
+				    "the server's first write; nothing to do" },
+	[USMC_R_WITHDRAWN]	= { "proposal_withdrawn", "TCP bytes arrived on a proposed connection",
+				    "the server's side is not usmc after all (or wrote first); start "
+				    "it under usmc run" },
+	[USMC_R_SOCKOPT]	= { "unsupported_option", "the socket uses an option SMC cannot honour",
+				    "USMC_DEBUG=1 names the option; the connection works on TCP" },
+	[USMC_R_EXEC_PLAIN]	= { "exec_without_usmc", "handed to a program without libusmc",
+				    "keep LD_PRELOAD for the exec'd program (usmc run passes it on "
+				    "unless the program clears its environment)" },
+	[USMC_R_PEER_MIGRATED]	= { "peer_moved_to_tcp", "the peer moved the connection to TCP",
+				    "see the peer's own reason (usmc stat -d on its side)" },
+	[USMC_R_INTERNAL]	= { "internal_error", "internal error",
+				    "a bug: rerun with USMC_DEBUG=2 and report the output" },
+	[USMC_R_SPAWN]		= { "spawned_child", "handed to a child started by posix_spawn",
+				    "works on TCP; fork and exec keep shared memory" },
+	[USMC_R_OOB]		= { "oob", "urgent data (MSG_OOB) sent: moved to TCP",
+				    "shared memory has no urgent data; the connection goes on over TCP" },
+	[USMC_R_ASYNC_IO]	= { "async_io", "O_ASYNC (SIGIO) set: moved to TCP",
+				    "signal-driven I/O is TCP only; use poll/epoll to accelerate" },
+	[USMC_R_SANDBOXED]	= { "sandboxed", "the process entered a seccomp filter",
+				    "a container's filter: USMC_TRUST_SECCOMP=1 if it allows what "
+				    "usmc does (docs/containers.md); a program's own filter: TCP" },
 	[USMC_R_REUSEPORT]	= { "reuseport", "the listener shares its port (SO_REUSEPORT) with other "
-				    "sockets: the kernel picks one, usmc cannot know which" },
-	[USMC_R_HANDOVER]	= { "handed_over", "passed to another process (SCM_RIGHTS)" },
+				    "sockets: the kernel picks one, usmc cannot know which",
+				    "one listening socket per port (haproxy: noreuseport; nginx: no "
+				    "reuseport on listen), or accept the TCP path" },
+	[USMC_R_HANDOVER]	= { "handed_over", "passed to another process (SCM_RIGHTS)",
+				    "works on TCP; accept in the process that listens to accelerate" },
+	[USMC_R_POLICY]		= { "policy", "a port, program or namespace rule excludes it",
+				    "usmc ctl shows the rules (ports, exclude_ports, programs, "
+				    "exclude_programs, off_netns) and where each was set" },
 };
 
 const char *usmc_reason_name(int r)
@@ -53,6 +102,11 @@ const char *usmc_reason_name(int r)
 const char *usmc_reason_desc(int r)
 {
 	return r >= 0 && r < USMC_R_MAX ? reasons[r].desc : "unknown";
+}
+
+const char *usmc_reason_hint(int r)
+{
+	return r >= 0 && r < USMC_R_MAX ? reasons[r].hint : "unknown reason: a newer usmc build?";
 }
 
 const char *usmc_abort_name(int a)

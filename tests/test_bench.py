@@ -117,6 +117,28 @@ def test_usmc_bench_json_smoke(tmp_path):
         assert v is None or finite_pos(v), (k, v)
     if plot:
         assert is_png(png), "no plot written:\n" + err[-2000:]
+        check_plot_layout(tmp_path, out)
+
+
+def check_plot_layout(tmp_path, results):
+    """The plot's title, legend and panels do not overlap (the legend once
+    covered the title)."""
+    js = tmp_path / "results.json"
+    js.write_text(results)
+    r = subprocess.run([h.PY, str(Path(__file__).parent.parent / "bench" / "plot.py"), str(js),
+                        str(tmp_path / "check.png")], capture_output=True, timeout=60,
+                       env=dict(os.environ, USMC_PLOT_CHECK="1"))
+    assert r.returncode == 0, r.stderr
+    boxes = json.loads(r.stdout)
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    names = sorted(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if a.startswith("panel") and b.startswith("panel"):
+                continue
+            assert not overlap(boxes[a], boxes[b]), (a, b, boxes)
 
 
 @pytest.mark.timeout(60, method="signal")

@@ -66,7 +66,7 @@ def test_stat_fresh_rundir_wellformed(rundir):
     assert zeroed(st) and st["connections"] == []
     text = rundir.stat_text()
     assert text.split("\n")[0].split() == ["PID", "FD", "ROLE", "LOCAL", "PEER", "MODE",
-                                            "REASON", "TX_BYTES", "RX_BYTES"]
+                                            "REASON", "SENT", "RECEIVED"]
     assert "rundir %s\n" % rundir.path in text
     assert "connections: 0 on shared memory (0 client, 0 server), 0 on TCP, " \
            "0 handshake errors" in text
@@ -121,7 +121,7 @@ def test_stat_and_dev_show_live_connection(rundir, procs, scripts):
         text = rundir.dev()
         row = [ln.split() for ln in text.splitlines() if ln.startswith("loopback")]
         assert row and row[0][1:4] == ["SMC-D", str(lo["id"]), "usable"], text
-        assert int(row[0][4]) >= 1 and int(row[0][5]) == 2, text
+        assert row[0][4] == "yes" and int(row[0][5]) >= 1 and int(row[0][6]) == 2, text
     finally:
         client.popen.stdin.close()
     assert client.wait(30) == 0, client.diag()
