@@ -94,22 +94,35 @@ static int sockopt(int fd, int name)
 	return v;
 }
 
-/* A received record names fd's kernel socket: TCP, with these addresses. */
-static bool tcp_matches(const struct usmc_adopt *a, bool listener)
+/*
+ * A received record names fd's kernel socket: TCP, with these addresses.
+ * kind: SK_CONN (connected to a->peer), SK_LISTEN (listening), SK_TCP
+ * (bound, not connected; another holder may have made it listen already).
+ */
+static bool tcp_matches(const struct usmc_adopt *a, int kind)
 {
 	struct sockaddr_storage ss;
 	struct usmc_addr x;
 	socklen_t l = sizeof(ss);
 	int dom = sockopt(a->fd, SO_DOMAIN), proto = sockopt(a->fd, SO_PROTOCOL);
+	int acc = sockopt(a->fd, SO_ACCEPTCONN);
 
 	if ((dom != AF_INET && dom != AF_INET6) || sockopt(a->fd, SO_TYPE) != SOCK_STREAM ||
-	    (proto && proto != IPPROTO_TCP) || sockopt(a->fd, SO_ACCEPTCONN) != (int)listener)
+	    (proto && proto != IPPROTO_TCP) || acc < 0 || (kind == SK_CONN && acc) ||
+	    (kind == SK_LISTEN && !acc))
 		return false;
 	if (getsockname(a->fd, (struct sockaddr *)&ss, &l) ||
 	    usmc_addr_from_sa(&x, (struct sockaddr *)&ss, l) || memcmp(&x, &a->local, sizeof(x)))
 		return false;
-	if (listener)
-		return true;
+	if (kind != SK_CONN) {
+		int saved = errno;
+		bool unconnected;
+
+		l = sizeof(ss);
+		unconnected = acc || (getpeername(a->fd, (struct sockaddr *)&ss, &l) && errno == ENOTCONN);
+		errno = saved;
+		return unconnected;
+	}
 	l = sizeof(ss);
 	return !getpeername(a->fd, (struct sockaddr *)&ss, &l) &&
 	       !usmc_addr_from_sa(&x, (struct sockaddr *)&ss, l) && !memcmp(&x, &a->peer, sizeof(x));
@@ -157,7 +170,7 @@ int usmc_adopt_conn(const struct usmc_adopt *a)
 	struct usmc_lgr *l;
 	int owner_fd = a->owner_fd;
 
-	if (!a->sh || (a->role != 'C' && a->role != 'S') || (a->received && !tcp_matches(a, false))) {
+	if (!a->sh || (a->role != 'C' && a->role != 'S') || (a->received && !tcp_matches(a, SK_CONN))) {
 		if (a->received && owner_fd >= 0)
 			sys_close(owner_fd);
 		return -EINVAL;
@@ -210,7 +223,7 @@ int usmc_adopt_listener(const struct usmc_adopt *a)
 {
 	struct usmc_sock *sk;
 
-	if (!a->sh || (a->received && !tcp_matches(a, true))) {
+	if (!a->sh || (a->received && !tcp_matches(a, SK_LISTEN))) {
 		if (a->received && a->ln_fd >= 0)
 			sys_close(a->ln_fd);
 		return -EINVAL;
@@ -236,6 +249,24 @@ int usmc_adopt_listener(const struct usmc_adopt *a)
 	usmc_registry_attach();
 	if (a->received)
 		usmc_stats_attach();
+	if (usmc_fd_install(a->fd, sk))
+		usmc_sock_put(sk);
+	return 0;
+}
+
+int usmc_adopt_bound(const struct usmc_adopt *a)
+{
+	struct usmc_sock *sk;
+
+	if (!a->sh || !a->received || !tcp_matches(a, SK_TCP))
+		return -EINVAL;
+	if (adopt_dup(a))
+		return 0;
+	sk = adopt_wrap(a, SK_TCP);
+	if (!sk)
+		return -ENOMEM;
+	sk->bound = a->local;
+	usmc_stats_attach();
 	if (usmc_fd_install(a->fd, sk))
 		usmc_sock_put(sk);
 	return 0;

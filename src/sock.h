@@ -56,6 +56,7 @@ enum usmc_sock_kind {
 #define SKF_BUFLIM	0x80000	/* SO_SNDBUF set: sh->sndbuf limits what we have in flight */
 #define SKF_HANDED	0x100000	/* listener received with SCM_RIGHTS: never published (handover.c) */
 #define SKF_TCP_DUP	0x200000	/* TCP from the peer starts at ring cursor tcp_dup_from (migrate.c) */
+#define SKF_NOPUB	0x400000	/* a holder may not run usmc: never published (listener.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
