@@ -326,19 +326,26 @@ int usmc_adopt_bound(const struct usmc_adopt *a)
 	struct usmc_sock *sk;
 	int rc;
 
-	if (!a->sh || !a->received || !tcp_matches(a, SK_TCP))
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+
+	if (!a->sh || (a->received && !tcp_matches(a, SK_TCP)))
 		return -EINVAL;
 	rc = adopt_dup(a);
 	if (rc)
 		return rc < 0 ? rc : 0;
 	/* Bound only: nothing of it may say rings. */
-	if (LOAD_ACQUIRE(&a->sh->mode) != USMC_MODE_NONE)
+	if (a->received && LOAD_ACQUIRE(&a->sh->mode) != USMC_MODE_NONE)
 		return -EINVAL;
 	sk = adopt_wrap(a, SK_TCP);
 	if (!sk)
 		return -ENOMEM;
-	sk->bound = a->local;
-	usmc_stats_attach();
+	if (a->received)
+		sk->bound = a->local;
+	else if (!getsockname(a->fd, (struct sockaddr *)&ss, &l))
+		usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, l);
+	if (a->received)
+		usmc_stats_attach();
 	if (usmc_fd_install(a->fd, sk))
 		usmc_sock_put(sk);
 	return 0;

@@ -12,7 +12,7 @@
  *
  *   USMC_INHERIT=1,<family fd>;C,<fd>,<role>,<mode>,<sh>,<lgr>,<slot>,<gen>,
  *                <ln>,<ln fd>,<tcp mark>,<owner fd>,<local>,<peer>;L,<fd>,<sh>,
- *                <ln>,<ln fd>,<reg idx>,<bound>
+ *                <ln>,<ln fd>,<reg idx>,<bound>;T,<fd>,<sh>
  * (USMC_INHERIT=1,-1 when there is nothing to adopt: the new image still
  * learns that a usmc image started it, and announces the UNIX sockets it
  * inherits, scm_peer.c).
@@ -107,6 +107,14 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 					   ";L,%d,%d,%llx,%d,%d", fd, usmc_family_index(sk->sh),
 					   (unsigned long long)sk->lst->id, sk->lst->fd, sk->reg_idx);
 		put_addr(c, &sk->bound);
+		c->nsock++;
+		return;
+	}
+	if (sk->kind == SK_TCP) {
+		/* Still one shared half with its other holders: who may
+		 * publish it when it listens (listener.c). */
+		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ";T,%d,%d", fd,
+					   usmc_family_index(sk->sh));
 		c->nsock++;
 		return;
 	}
@@ -537,6 +545,18 @@ static void adopt_conn(const char **p)
 	usmc_adopt_conn(&a);
 }
 
+static void adopt_bound(const char **p)
+{
+	struct usmc_adopt a = { .received = false, .owner_fd = -1, .ln_fd = -1 };
+	int shidx, n;
+
+	if (sscanf(*p, ",%d,%d%n", &a.fd, &shidx, &n) != 2)
+		return;
+	*p += n;
+	a.sh = sh_at(shidx);
+	usmc_adopt_bound(&a);
+}
+
 static void adopt_listener(const char **p)
 {
 	struct usmc_adopt a = { .received = false, .owner_fd = -1 };
@@ -582,6 +602,9 @@ void usmc_exec_adopt(void)
 		} else if (*p == 'L') {
 			p++;
 			adopt_listener(&p);
+		} else if (*p == 'T') {
+			p++;
+			adopt_bound(&p);
 		}
 		while (*p && *p != ';')
 			p++;

@@ -21,6 +21,8 @@
  *                  that listens in each child): every connection on
  *                  shared memory (each child used to publish its own
  *                  index, two records for one address: TCP)
+ *   exec_inherit   two workers inherit the bound socket across fork and
+ *                  exec, a third is passed it: all three on one publication
  *   acceptor_too   one worker listens, then the acceptor, which never
  *                  called listen(), accepts on the socket too: both serve
  *                  on shared memory
@@ -47,6 +49,7 @@
 #define PAT_RESP 22
 
 #define W_PLAIN	0x1	/* worker without libusmc */
+#define W_EXEC	0x2	/* the socket inherited across exec (T_LFD), not passed */
 
 static void pass_fd(int chan, int fd)
 {
@@ -146,7 +149,10 @@ static void serve_until_told(int lfd, int chan, bool smc)
  * lfd already, forked); listen, say so, serve until told. */
 static int worker(int chan, int lfd, int flags)
 {
-	if (lfd < 0) {
+	if (flags & W_EXEC) {
+		t_sync_post(chan);
+		lfd = atoi(getenv("T_LFD"));
+	} else if (lfd < 0) {
 		/* Up: the acceptor may pass it (node's worker asks for it). */
 		t_sync_post(chan);
 		lfd = take_fd(chan);
@@ -313,6 +319,36 @@ static void check_forked(void)
 	expect(&before, CONNS, CONNS);
 }
 
+/* Two workers inherit the bound socket across fork and exec (a launcher
+ * that binds, then starts its servers), one more gets it passed: all
+ * three listen, one publication. */
+static void check_exec_inherit(void)
+{
+	struct t_stats before;
+	struct wk w[3];
+	uint16_t port;
+	int lfd = bound_socket(&port), i;
+	uint32_t served = 0;
+	char v[16];
+
+	t_stats_get(&before);
+	setenv("T_SMC", "1", 1);
+	snprintf(v, sizeof(v), "%d", lfd);
+	setenv("T_LFD", v, 1);
+	for (i = 0; i < 2; i++)
+		w[i] = worker_start(W_EXEC);
+	w[2] = worker_start(0);
+	pass_fd(w[2].chan, lfd);
+	close(lfd);
+	for (i = 0; i < 3; i++)
+		t_sync_wait(w[i].chan);
+	run_client(port, CONNS);
+	for (i = 0; i < 3; i++)
+		served += worker_stop(&w[i]);
+	t_assert(served == CONNS, "served %u of %d", served, CONNS);
+	expect(&before, CONNS, CONNS);
+}
+
 static void check_acceptor_too(void)
 {
 	struct t_stats before;
@@ -422,6 +458,7 @@ static const struct t_check checks[] = {
 	{ "passed", check_passed },
 	{ "passed_close", check_passed_close },
 	{ "forked", check_forked },
+	{ "exec_inherit", check_exec_inherit },
 	{ "acceptor_too", check_acceptor_too },
 	{ "plain_holder", check_plain_holder },
 	{ "plain_later", check_plain_later },
