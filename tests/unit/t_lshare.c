@@ -181,24 +181,6 @@ static int client(uint16_t port, int n)
 	return 0;
 }
 
-static pid_t start(const char *role, int arg, int flags, bool plain)
-{
-	pid_t pid = t_fork_helper();
-
-	if (pid == 0) {
-		char a[16], f[16];
-		char *argv[] = { (char *)"t_lshare", (char *)role, a, f, NULL };
-
-		snprintf(a, sizeof(a), "%d", arg);
-		snprintf(f, sizeof(f), "%d", flags);
-		if (plain)
-			unsetenv("LD_PRELOAD");
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	return pid;
-}
-
 struct wk {
 	pid_t pid;
 	int chan;
@@ -212,7 +194,7 @@ static struct wk worker_start(int flags)
 
 	t_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
 	t_ok(fcntl(sv[1], F_SETFD, 0));
-	w.pid = start("worker", sv[1], flags, flags & W_PLAIN);
+	w.pid = t_start_role("worker", sv[1], flags, flags & W_PLAIN);
 	close(sv[1]);
 	w.chan = sv[0];
 	t_sync_wait(w.chan);
@@ -252,7 +234,21 @@ static uint32_t worker_stop(struct wk *w)
 
 static void run_client(uint16_t port, int n)
 {
-	t_wait_child(start("client", port, n, false), "client");
+	t_wait_child(t_start_role("client", port, n, false), "client");
+}
+
+/* The n workers listen; CONNS connections; every one served once. */
+static void serve_all(struct wk *w, int n, uint16_t port)
+{
+	uint32_t served = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		t_sync_wait(w[i].chan);
+	run_client(port, CONNS);
+	for (i = 0; i < n; i++)
+		served += worker_stop(&w[i]);
+	t_assert(served == CONNS, "served %u of %d", served, CONNS);
 }
 
 /* Counters since before: smc connections on shared memory, the rest not
@@ -274,7 +270,6 @@ static void check_passed_common(bool close_ours)
 	struct wk w[2];
 	uint16_t port;
 	int lfd = bound_socket(&port), i;
-	uint32_t served = 0;
 
 	t_stats_get(&before);
 	setenv("T_SMC", "1", 1);
@@ -284,12 +279,7 @@ static void check_passed_common(bool close_ours)
 	}
 	if (close_ours)
 		close(lfd);
-	for (i = 0; i < 2; i++)
-		t_sync_wait(w[i].chan);
-	run_client(port, CONNS);
-	for (i = 0; i < 2; i++)
-		served += worker_stop(&w[i]);
-	t_assert(served == CONNS, "served %u of %d", served, CONNS);
+	serve_all(w, 2, port);
 	expect(&before, CONNS, CONNS);
 	if (!close_ours)
 		close(lfd);
@@ -304,18 +294,12 @@ static void check_forked(void)
 	struct wk w[2];
 	uint16_t port;
 	int lfd = bound_socket(&port), i;
-	uint32_t served = 0;
 
 	t_stats_get(&before);
 	for (i = 0; i < 2; i++)
 		w[i] = worker_fork(lfd, true);
 	close(lfd);
-	for (i = 0; i < 2; i++)
-		t_sync_wait(w[i].chan);
-	run_client(port, CONNS);
-	for (i = 0; i < 2; i++)
-		served += worker_stop(&w[i]);
-	t_assert(served == CONNS, "served %u of %d", served, CONNS);
+	serve_all(w, 2, port);
 	expect(&before, CONNS, CONNS);
 }
 
@@ -328,7 +312,6 @@ static void check_exec_inherit(void)
 	struct wk w[3];
 	uint16_t port;
 	int lfd = bound_socket(&port), i;
-	uint32_t served = 0;
 	char v[16];
 
 	t_stats_get(&before);
@@ -340,12 +323,7 @@ static void check_exec_inherit(void)
 	w[2] = worker_start(0);
 	pass_fd(w[2].chan, lfd);
 	close(lfd);
-	for (i = 0; i < 3; i++)
-		t_sync_wait(w[i].chan);
-	run_client(port, CONNS);
-	for (i = 0; i < 3; i++)
-		served += worker_stop(&w[i]);
-	t_assert(served == CONNS, "served %u of %d", served, CONNS);
+	serve_all(w, 3, port);
 	expect(&before, CONNS, CONNS);
 }
 
@@ -365,7 +343,7 @@ static void check_acceptor_too(void)
 	pass_fd(w.chan, lfd);
 	t_sync_wait(w.chan);
 	/* We never listen(): the worker made it a listener. */
-	cl = start("client", port, CONNS, false);
+	cl = t_start_role("client", port, CONNS, false);
 	for (;;) {
 		struct pollfd p = { .fd = lfd, .events = POLLIN };
 
@@ -387,7 +365,6 @@ static void check_plain_holder(void)
 	struct wk w[2];
 	uint16_t port;
 	int lfd = bound_socket(&port), i;
-	uint32_t served = 0;
 
 	t_stats_get(&before);
 	unsetenv("T_SMC");
@@ -395,12 +372,7 @@ static void check_plain_holder(void)
 	w[1] = worker_start(W_PLAIN);
 	for (i = 0; i < 2; i++)
 		pass_fd(w[i].chan, lfd);
-	for (i = 0; i < 2; i++)
-		t_sync_wait(w[i].chan);
-	run_client(port, CONNS);
-	for (i = 0; i < 2; i++)
-		served += worker_stop(&w[i]);
-	t_assert(served == CONNS, "served %u of %d", served, CONNS);
+	serve_all(w, 2, port);
 	/* The plain worker's ends are not counted: only the client's and
 	 * the usmc worker's, all TCP. */
 	if (t_accel()) {
@@ -464,42 +436,6 @@ static const struct t_check checks[] = {
 	{ "plain_later", check_plain_later },
 };
 
-/* Each check in its own process under alarm(60). */
-static int run_checks(int argc, char **argv)
-{
-	unsigned int i;
-	int j, ran = 0, failed = 0;
-
-	for (i = 0; i < ARRAY_LEN(checks); i++) {
-		bool want = argc < 2;
-		pid_t pid;
-		int st;
-
-		for (j = 1; j < argc; j++)
-			want |= !strcmp(argv[j], checks[i].name);
-		if (!want)
-			continue;
-		ran++;
-		fflush(NULL);
-		pid = t_fork_helper();
-		if (pid == 0) {
-			alarm(60);
-			checks[i].fn();
-			_exit(0);
-		}
-		while (waitpid(pid, &st, 0) < 0)
-			if (errno != EINTR)
-				t_fail("waitpid: %s", strerror(errno));
-		if (WIFEXITED(st) && !WEXITSTATUS(st))
-			continue;
-		failed++;
-		fprintf(stderr, "t_lshare: check %s FAILED (status %#x)\n", checks[i].name, st);
-	}
-	if (!ran)
-		t_fail("no such check");
-	return failed ? T_EXIT_FAIL : T_EXIT_PASS;
-}
-
 int main(int argc, char **argv)
 {
 	t_name = "t_lshare";
@@ -511,5 +447,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[1], "client"))
 			return client((uint16_t)atoi(argv[2]), atoi(argv[3]));
 	}
-	return run_checks(argc, argv);
+	/* Each check verifies its own counters. */
+	t_tcp_conns = -1;
+	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
 }
