@@ -96,8 +96,11 @@ static bool iov_empty(const struct iovec *iov, int cnt)
 
 static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
-	if (!sk_is_smc_path(sk))
+	if (!sk_is_smc_path(sk)) {
+		if (unlikely(sk_flag(sk, SKF_RESENT)))
+			usmc_migrate_resent_acked(sk, fd);
 		return USMC_PASS;
+	}
 	return usmc_tx(sk, fd, iov, cnt, flags);
 }
 

@@ -135,6 +135,17 @@ int usmc_migrate_resent_check(struct usmc_sock *sk, int fd)
 	return 0;
 }
 
+void usmc_migrate_resent_acked(struct usmc_sock *sk, int fd)
+{
+	int outq = 1;
+
+	/* Before a TCP send: a reset for bytes sent from now on, once the
+	 * moved ones are acknowledged, is TCP's own (EOF first if a FIN
+	 * came before it). */
+	if (sk_mode(sk) == USMC_MODE_TCP && !real.ioctl(fd, SIOCOUTQ, &outq) && !outq)
+		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
+}
+
 /* MIGRATING -> TCP once nothing of ours is left to send or to read. */
 void usmc_migrate_finish(struct usmc_sock *sk)
 {

@@ -472,6 +472,8 @@ void usmc_migrate_finish(struct usmc_sock *sk);
 /* SKF_RESENT, before a TCP receive: -ECONNRESET (or the error) when the
  * peer answered our moved bytes with a reset, else 0. */
 int usmc_migrate_resent_check(struct usmc_sock *sk, int fd);
+/* SKF_RESENT, before a TCP send: cleared once the moved bytes are acked. */
+void usmc_migrate_resent_acked(struct usmc_sock *sk, int fd);
 void usmc_migrate_follow(struct usmc_sock *sk, int fd);
 /* Client: the server declined our proposal (clc.h); 1 if so, else 0. */
 int usmc_migrate_declined(struct usmc_sock *sk);
