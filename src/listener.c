@@ -95,6 +95,17 @@ static bool join(struct usmc_sock *sk, uint64_t ino)
 	return false;
 }
 
+/* No registry or no index (rc): why, for what accept() counts. */
+static void not_registered(struct usmc_sock *sk, int rc)
+{
+	char a[64];
+
+	/* A full tmpfs: the index header could not be backed. */
+	sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
+	usmc_dbg(1, "listen %s: not registered (%s)", usmc_addr_str(&sk->bound, a, sizeof(a)),
+		 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
+}
+
 /* A new index and record for the socket. */
 static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
 {
@@ -107,11 +118,7 @@ static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
 
 	rc = usmc_clc_ln_create(&ln);
 	if (rc) {
-		/* A full tmpfs: the index header could not be backed. */
-		sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
-		usmc_dbg(1, "listen %s: not registered (%s)",
-			 usmc_addr_str(&sk->bound, a, sizeof(a)),
-			 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
+		not_registered(sk, rc);
 		return;
 	}
 	memset(&rec, 0, sizeof(rec));
@@ -159,11 +166,13 @@ static void publish(struct usmc_sock *sk, int fd)
 {
 	uint64_t ino;
 	bool locked;
+	int rc;
 
 	if (usmc_opt.disable || !usmc_port_allowed(sk->bound.port))
 		return;
-	if (usmc_registry_attach()) {
-		sk->lst_reason = USMC_R_RUNDIR;
+	rc = usmc_registry_attach();
+	if (rc) {
+		not_registered(sk, rc);
 		return;
 	}
 	ino = sock_ino(fd);
