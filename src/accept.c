@@ -132,8 +132,11 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	return (gone || closed) && queued;
 }
 
-/* Act on a match result; caller holds sk->lock or owns sk exclusively
- * (at accept: fd not handed to the application yet). */
+/* Act on a match result; caller holds sk->lock (installed) or owns sk
+ * exclusively (at accept: fd not handed to the application yet).  What
+ * came on TCP meanwhile is looked at by the caller once it dropped the
+ * lock (installed): a peer that moved to TCP already is followed, which
+ * takes the lock (usmc_migrate_follow). */
 static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p,
 			  bool installed)
 {
@@ -152,7 +155,8 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 		if (p->wake)
 			sk_set_flag(sk, SKF_WAKEBYTE);
 		if (!reason) {
-			usmc_check_tcp_fd(sk, fd, installed);
+			if (!installed)
+				usmc_check_tcp_fd(sk, fd, false);
 			return;
 		}
 	}
@@ -265,6 +269,7 @@ void usmc_server_resolve_quick(struct usmc_sock *sk, int fd)
 void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 {
 	struct usmc_clc_prop prop;
+	bool matched = false;
 	int reason;
 	char c;
 
@@ -284,6 +289,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
 	}
 	server_settle(sk, fd, reason, &prop, true);
+	matched = !reason;
 	if (sk->st) {
 		/* Listed at accept() with no link group yet: now it has one. */
 		if (sk->lgr) {
@@ -296,4 +302,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	}
 out:
 	pthread_mutex_unlock(&sk->lock);
+	/* Accepted: what came on TCP before (server_settle). */
+	if (matched && sk_mode(sk) == USMC_MODE_SMCD)
+		usmc_check_tcp_fd(sk, fd, true);
 }

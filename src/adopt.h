@@ -34,5 +34,9 @@ struct usmc_adopt {
 /* 0: fd is tracked as a->sh's socket; -errno: left alone. */
 int usmc_adopt_conn(const struct usmc_adopt *a);
 int usmc_adopt_listener(const struct usmc_adopt *a);
+/* A socket not connected nor listening here (bound, usually), that the
+ * receiver or the new image and other holders may each listen on
+ * (listener.c). */
+int usmc_adopt_bound(const struct usmc_adopt *a);
 
 #endif

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * af_usmc.c - connect, listen and accept: where a TCP connection is
- * discovered to have a usmc peer and moved onto shared memory (or not).
+ * af_usmc.c - connect: where a TCP connection is discovered to have a usmc
+ * peer and moved onto shared memory (or not).
  *
  * Client: connect() looks the destination up in the registry; only when it
  * certainly reaches a usmc listener does it reserve a link group slot, start
  * the TCP connect without blocking (the source port exists once the SYN is
  * sent) and post its CLC proposal, normally before the server can accept.
- * The server side of the handshake is in accept.c.  Anything uncertain or
+ * The server side of the handshake is in accept.c, the listener's
+ * publication in listener.c.  Anything uncertain or
  * failing ends on TCP with a counted reason.
  */
 #include "af_usmc.h"
@@ -500,107 +501,6 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 	return moved;
 }
 
-int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
-{
-	struct usmc_reg_listener rec;
-	struct sockaddr_storage ss = { 0 };
-	socklen_t sslen = sizeof(ss);
-	int rc, on = 0, off;
-	socklen_t olen = sizeof(on);
-	bool fixed = false;
-	char a[64];
-
-	rc = real.listen(fd, backlog);
-	if (rc || sk->kind == SK_LISTEN)
-		return rc;
-	sk->kind = SK_LISTEN;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) ||
-	    usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sslen))
-		return 0;
-	/* Refused by the environment: for the process's life.  By `usmc
-	 * ctl`: registered anyway, clients told to stay on TCP for now
-	 * (usmc_clc_ln_off), so turning it on needs no restart. */
-	off = usmc_policy_check(sk->bound.port, &fixed);
-	if (off && fixed)
-		return 0;
-	rc = usmc_registry_attach();
-	if (!rc)
-		rc = usmc_clc_ln_create(&sk->lst);
-	if (rc) {
-		/* A full tmpfs: the index header could not be backed. */
-		sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
-		usmc_dbg(1, "listen %s: not registered (%s)",
-			 usmc_addr_str(&sk->bound, a, sizeof(a)),
-			 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
-		return 0;
-	}
-	usmc_clc_ln_off(sk->lst, off);
-	memset(&rec, 0, sizeof(rec));
-	rec.id = sk->lst->id;
-	rec.netns = usmc_netns_self();
-	rec.addr = sk->bound;
-	rec.uid = (uint32_t)geteuid();
-	rec.pid = (uint32_t)usmc_getpid();
-	rec.version = USMC_PROTO_VERSION;
-	rec.allow_all = !strcmp(usmc_opt.allow, "all");
-	usmc_dev_list(rec.devs);
-	if (!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &olen) && on) {
-		struct stat st;
-
-		/* Clients ask the kernel whether this socket is alone in its
-		 * group (reuseport.c). */
-		rec.flags |= USMC_REG_F_REUSEPORT;
-		if (!fstat(fd, &st))
-			rec.ino = (uint64_t)st.st_ino;
-	}
-	if (ss.ss_family == AF_INET6) {
-		olen = sizeof(on);
-		if (!real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &olen) && on)
-			rec.flags |= USMC_REG_F_V6ONLY;
-	}
-	usmc_registry_publish_addrs(true);
-	/* usmc_registry_add() first drops the dead records of this port: a
-	 * server restarted on the same address, or a child that listens again
-	 * on the socket its dead predecessor served (Varnish's cache child),
-	 * never sits next to its killed predecessor's record. */
-	sk->reg_idx = usmc_registry_add(&rec);
-	if (sk->reg_idx < 0) {
-		usmc_dbg(1, "listen %s: registry full", usmc_addr_str(&sk->bound, a, sizeof(a)));
-		usmc_clc_ln_put(sk->lst);
-		sk->lst = NULL;
-		return 0;
-	}
-	usmc_stats_attach();
-	usmc_dbg(1, "listen %s: registered for SMC-D (clc index %016llx)",
-		 usmc_addr_str(&sk->bound, a, sizeof(a)), (unsigned long long)rec.id);
-	return 0;
-}
-
-void usmc_listen_release(struct usmc_sock *sk)
-{
-	if (!sk->lst)
-		return;
-	usmc_registry_del(sk->reg_idx, sk->lst->id);
-	usmc_clc_ln_unpublish(sk->lst);
-	usmc_clc_ln_put(sk->lst);
-	sk->lst = NULL;
-}
-
-/*
- * The listener goes to a program that cannot answer proposals (an exec
- * without libusmc, a posix_spawn child): clients stop proposing to it, as
- * one that proposed and spoke first would wait forever on a server that
- * reads TCP.  We keep our index until we close it; our own accepts find no
- * proposal and stay TCP.
- */
-void usmc_listen_unpublish(struct usmc_sock *sk)
-{
-	if (!sk->lst)
-		return;
-	usmc_registry_del(sk->reg_idx, sk->lst->id);
-	usmc_clc_ln_unpublish(sk->lst);
-}
-
 /* Server side of CLC after a match: attach, cross-check, answer. */
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 {
@@ -742,14 +642,20 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 
 /*
  * The last descriptor of this process closed while other processes keep
- * the connection (a forking server's parent after handing it to a
- * worker): drop only what this process holds, its references to the
- * listener index and, on the server side, to the client's link group
+ * the socket (a forking server's parent after handing it to a worker):
+ * drop only what this process holds: a listener's index; a connection's
+ * references to the listener index and, on the server side, to the client's link group
  * (lgr.c prunes it once idle and its owner is gone).  A client's own link
  * group stays referenced: its slot lives on in the other process.
  */
 void usmc_sock_detach_local(struct usmc_sock *sk)
 {
+	/* A listener: our own lock on its index goes; the other processes
+	 * that listen on the socket hold theirs (listener.c). */
+	if (sk->kind == SK_LISTEN && sk->lst) {
+		usmc_clc_ln_put(sk->lst);
+		sk->lst = NULL;
+	}
 	if (sk->kind != SK_CONN)
 		return;
 	if (sk->lgr && sk->role == 'S') {

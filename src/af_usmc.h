@@ -14,8 +14,20 @@ struct usmc_sock;
  * USMC_CONNECT_FAILED (now plain TCP; the kernel holds the error). */
 #define USMC_CONNECT_FAILED	1
 int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
+/* listener.c: the socket's last close: record and index removed. */
 void usmc_listen_release(struct usmc_sock *sk);
+/* listener.c: clients stop finding it (it goes where nobody answers). */
 void usmc_listen_unpublish(struct usmc_sock *sk);
+/* listener.c: accept() on a socket we only know as bound, which another
+ * holder made a listener: ours is one too, joined to its publication. */
+void usmc_listen_follow(struct usmc_sock *sk, int fd);
+/* listener.c: a holder of the socket may not run usmc: no holder publishes
+ * it from now on (SKF_NOPUB).  true the first time. */
+bool usmc_listen_nopub(struct usmc_sock *sk);
+struct usmc_clc_ln;
+/* listener.c: the index another holder published for listening socket fd
+ * (a reference, and its record in *reg_idx), or NULL. */
+struct usmc_clc_ln *usmc_listen_find(int fd, int *reg_idx);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk, int fd);

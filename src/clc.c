@@ -161,7 +161,10 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 	rc = ln_map(ln, fd);
 	if (rc)
 		goto err_unlink;
-	rc = usmc_lock_take(fd, 0);
+	/* A read lock: processes that listen on the same socket later each
+	 * take one on their own description (usmc_clc_ln_join); any of them
+	 * keeps the index alive (usmc_lock_held asks for a write lock). */
+	rc = usmc_lock_share(fd, 0);
 	if (rc)
 		goto err_unmap;
 	ln->idx->version = USMC_PROTO_VERSION;
@@ -333,6 +336,26 @@ int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
 	ln->id = id;
 	ln->fd = fd;
 	STORE_RELAXED(&ln->refs, 1);
+	*out = ln;
+	return 0;
+}
+
+int usmc_clc_ln_join(uint64_t id, struct usmc_clc_ln **out)
+{
+	struct usmc_clc_ln *ln;
+	int rc = ln_open(id, &ln);
+
+	if (rc)
+		return rc;
+	/* Our own liveness token; the header is checked after it is held: a
+	 * listener closed (or an index truncated) before that is not joined. */
+	rc = usmc_lock_share(ln->fd, 0);
+	if (!rc && (ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed)))
+		rc = -ESRCH;
+	if (rc) {
+		usmc_clc_ln_put(ln);
+		return rc;
+	}
 	*out = ln;
 	return 0;
 }

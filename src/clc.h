@@ -156,8 +156,15 @@ struct usmc_clc_prop {
 	bool wake;			/* +W: the client sends (sent) one wake byte */
 };
 
-/* Server: create ln-<id>, lock it (liveness), map it (one reference). */
+/* Server: create ln-<id>, lock it (liveness: a read lock, shared with
+ * later joiners), map it (one reference). */
 int usmc_clc_ln_create(struct usmc_clc_ln **out);
+/* Server: another process listens on the same socket and published ln-<id>
+ * (listener.c): open it on a description of our own and hold a read lock
+ * there too, so the index lives while any process that listens on the
+ * socket does.  -ESRCH: closed meanwhile; -EAGAIN: write-locked (an owner
+ * that cannot share). */
+int usmc_clc_ln_join(uint64_t id, struct usmc_clc_ln **out);
 /* Server: the listener closed; clients stop proposing. */
 void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln);
 /* Server: short of resources (or not any more): clients stop (resume)

@@ -12,7 +12,10 @@
  *
  *   USMC_INHERIT=1,<family fd>;C,<fd>,<role>,<mode>,<sh>,<lgr>,<slot>,<gen>,
  *                <ln>,<ln fd>,<tcp mark>,<owner fd>,<local>,<peer>;L,<fd>,<sh>,
- *                <ln>,<ln fd>,<reg idx>,<bound>
+ *                <ln>,<ln fd>,<reg idx>,<bound>;T,<fd>,<sh>
+ * (USMC_INHERIT=1,-1 when there is nothing to adopt: the new image still
+ * learns that a usmc image started it, and announces the UNIX sockets it
+ * inherits, scm_peer.c).
  * vfork() is fork() here (below).  Not covered: posix_spawn() and system(),
  * whose exec inside glibc cannot be interposed (docs/design.md, limits).
  */
@@ -94,6 +97,8 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 			usmc_conn_leave(sk, fd, USMC_R_EXEC_PLAIN);
 		else if (sk->kind == SK_LISTEN)
 			usmc_handover_listener(sk);
+		else
+			usmc_handover_bound(sk, fd);
 		return;
 	}
 	if (sk->kind == SK_LISTEN && sk->lst) {
@@ -102,6 +107,14 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 					   ";L,%d,%d,%llx,%d,%d", fd, usmc_family_index(sk->sh),
 					   (unsigned long long)sk->lst->id, sk->lst->fd, sk->reg_idx);
 		put_addr(c, &sk->bound);
+		c->nsock++;
+		return;
+	}
+	if (sk->kind == SK_TCP) {
+		/* Still one shared half with its other holders: who may
+		 * publish it when it listens (listener.c). */
+		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ";T,%d,%d", fd,
+					   usmc_family_index(sk->sh));
 		c->nsock++;
 		return;
 	}
@@ -139,11 +152,28 @@ bool usmc_env_has_usmc(char *const envp[])
 	return false;
 }
 
-/* Build the environment for the new image; NULL when nothing to hand over. */
+static char **with_env(struct exec_ctx *c, char *const envp[]);
+static void exec_undo(struct exec_ctx *c, char **env);
+
+/*
+ * A new image with libusmc that adopts no socket still learns that a usmc
+ * image started it (USMC_INHERIT=1,-1): it announces the UNIX sockets it
+ * inherits (scm_peer.c).  NULL (no memory): the environment as it is.
+ */
+static char **bare_env(struct exec_ctx *c, char *const envp[])
+{
+	c->nkeep = 0;
+	c->nsock = 0;
+	c->buf = malloc(sizeof(INHERIT_ENV "=1,-1"));
+	if (!c->buf)
+		return NULL;
+	memcpy(c->buf, INHERIT_ENV "=1,-1", sizeof(INHERIT_ENV "=1,-1"));
+	return with_env(c, envp);
+}
+
+/* Build the environment for the new image; NULL when it is envp as is. */
 static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 {
-	size_t n = 0, i, j = 0;
-	char **env;
 	int r;
 
 	memset(c, 0, sizeof(*c));
@@ -152,7 +182,7 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	if (!usmc_env_has_usmc(envp))
 		usmc_scm_taint_inherited();
 	if (usmc_family_fd() < 0 && usmc_family_region_fd(1) < 0)
-		return NULL;
+		return usmc_env_has_usmc(envp) ? bare_env(c, envp) : NULL;
 	/* A child made with clone(CLONE_VM) by a spawning library other than
 	 * glibc's (no atfork handlers; our vfork() is a fork) runs this in its
 	 * parent's memory: from now on it locks every socket the new image
@@ -178,22 +208,35 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	}
 	usmc_fd_foreach(collect, c);
 	if (!c->nsock) {
+		for (r = 0; r < c->nkeep; r++)
+			sys_fcntl(c->keep[r], F_SETFD, FD_CLOEXEC);
 		free(c->buf);
-		c->buf = NULL;
-		return NULL;
+		return bare_env(c, envp);
 	}
 	keep_open(c, usmc_family_fd());
+	return with_env(c, envp);
+}
+
+/* envp with c->buf (USMC_INHERIT=...) in it, replacing any earlier one. */
+static char **with_env(struct exec_ctx *c, char *const envp[])
+{
+	size_t n, i, j = 0;
+	char **env;
+
 	for (n = 0; envp && envp[n]; n++)
 		;
 	env = malloc(sizeof(*env) * (n + 2));
-	if (!env)
+	if (!env) {
+		exec_undo(c, NULL);	/* the exec goes on with envp as is */
 		return NULL;
+	}
 	for (i = 0; i < n; i++)
 		if (strncmp(envp[i], INHERIT_ENV "=", sizeof(INHERIT_ENV)))
 			env[j++] = envp[i];
 	env[j++] = c->buf;
 	env[j] = NULL;
-	usmc_dbg(2, "exec: handing %d socket(s) to the new image", c->nsock);
+	if (c->nsock)
+		usmc_dbg(2, "exec: handing %d socket(s) to the new image", c->nsock);
 	return env;
 }
 
@@ -502,6 +545,18 @@ static void adopt_conn(const char **p)
 	usmc_adopt_conn(&a);
 }
 
+static void adopt_bound(const char **p)
+{
+	struct usmc_adopt a = { .received = false, .owner_fd = -1, .ln_fd = -1 };
+	int shidx, n;
+
+	if (sscanf(*p, ",%d,%d%n", &a.fd, &shidx, &n) != 2)
+		return;
+	*p += n;
+	a.sh = sh_at(shidx);
+	usmc_adopt_bound(&a);
+}
+
 static void adopt_listener(const char **p)
 {
 	struct usmc_adopt a = { .received = false, .owner_fd = -1 };
@@ -547,10 +602,16 @@ void usmc_exec_adopt(void)
 		} else if (*p == 'L') {
 			p++;
 			adopt_listener(&p);
+		} else if (*p == 'T') {
+			p++;
+			adopt_bound(&p);
 		}
 		while (*p && *p != ';')
 			p++;
 	}
 out:
+	/* Started by a usmc image: we read what it gave us with libusmc. */
+	if (!usmc_sandboxed())
+		usmc_scm_announce_inherited();
 	unsetenv(INHERIT_ENV);
 }

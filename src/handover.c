@@ -45,6 +45,7 @@
 #include "lgr.h"
 #include "log.h"
 #include "real.h"
+#include "registry.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -226,16 +227,48 @@ static void decline_all_queued(struct usmc_clc_ln *ln)
 	}
 }
 
+/* Clients stop proposing to ln, the proposals queued are declined. */
+static void handover_ln(struct usmc_clc_ln *ln)
+{
+	if (atomic_fetch_or(&ln->idx->degraded, CLC_LN_HANDED) & CLC_LN_HANDED)
+		return;		/* done before */
+	decline_all_queued(ln);
+}
+
 void usmc_handover_listener(struct usmc_sock *sk)
 {
 	struct usmc_clc_ln *ln = sk->lst;
 
+	/* No other holder publishes it again (listener.c). */
+	usmc_listen_nopub(sk);
 	if (!ln)
 		return;
 	usmc_listen_unpublish(sk);
-	if (atomic_fetch_or(&ln->idx->degraded, CLC_LN_HANDED) & CLC_LN_HANDED)
+	handover_ln(ln);
+}
+
+/*
+ * A socket we know as bound (not listening here) goes where nobody may
+ * answer proposals: no holder may publish it, and if another one listens
+ * on it already (listener.c) its publication is taken down as ours would
+ * be: whoever takes the connections queued there, they run on TCP.
+ */
+void usmc_handover_bound(struct usmc_sock *sk, int fd)
+{
+	struct usmc_clc_ln *ln;
+	int reg_idx;
+
+	if (!usmc_listen_nopub(sk))
 		return;		/* done before */
-	decline_all_queued(ln);
+	ln = usmc_listen_find(fd, &reg_idx);
+	if (!ln)
+		return;
+	usmc_dbg(1, "fd %d: socket handed over while other processes listen on it: clients connect over TCP",
+		 fd);
+	usmc_registry_del(reg_idx, ln->id);
+	usmc_clc_ln_unpublish(ln);
+	handover_ln(ln);
+	usmc_clc_ln_put(ln);
 }
 
 void usmc_handover_fd(int fd)
@@ -246,9 +279,12 @@ void usmc_handover_fd(int fd)
 		return;
 	if (sk->kind == SK_CONN) {
 		handover_conn(sk, fd);
-	} else if (sk->kind == SK_LISTEN && sk->lst) {
-		usmc_dbg(1, "fd %d: listener handed over: clients connect over TCP", fd);
+	} else if (sk->kind == SK_LISTEN) {
+		if (sk->lst)
+			usmc_dbg(1, "fd %d: listener handed over: clients connect over TCP", fd);
 		usmc_handover_listener(sk);
+	} else if (sk->kind == SK_TCP) {
+		usmc_handover_bound(sk, fd);
 	}
 	usmc_sock_put(sk);
 }

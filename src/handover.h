@@ -32,6 +32,9 @@ int usmc_scm_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, stru
  * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
  * the proposals of connections still in the accept queue are declined. */
 void usmc_handover_listener(struct usmc_sock *sk);
+/* The same for a socket we know as bound only (fd), which other holders
+ * may have made a listener (listener.c). */
+void usmc_handover_bound(struct usmc_sock *sk, int fd);
 
 static inline void usmc_handover_send(const struct msghdr *msg)
 {

@@ -236,6 +236,9 @@ static int sock_accept(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 
 	ENSURE_REAL(accept4);
 	sk = usmc_fd_get(fd);
+	/* Made a listener by another process that holds it (listener.c). */
+	if (sk && sk->kind == SK_TCP)
+		usmc_listen_follow(sk, fd);
 	if (!sk || sk->kind != SK_LISTEN) {
 		if (sk)
 			usmc_sock_put(sk);

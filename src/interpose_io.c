@@ -63,6 +63,14 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 	if (unlikely(sk_flag(sk, SKF_LOST)) &&
 	    (atomic_fetch_and(&sk->sh->flags, ~SKF_LOST) & SKF_LOST))
 		return -ECONNRESET;
+	/* Our ring bytes moved to TCP late: a reset for them before a FIN
+	 * that the peer's close sent ahead of them (migrate.c). */
+	if (unlikely(sk_flag(sk, SKF_RESENT)) && !(flags & MSG_OOB)) {
+		int rc = usmc_migrate_resent_check(sk, fd);
+
+		if (rc)
+			return rc;
+	}
 	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
 	 * never the application's, not even for a peek; urgent data is not
 	 * in the stream. */
@@ -88,8 +96,11 @@ static bool iov_empty(const struct iovec *iov, int cnt)
 
 static ssize_t sk_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int cnt, int flags)
 {
-	if (!sk_is_smc_path(sk))
+	if (!sk_is_smc_path(sk)) {
+		if (unlikely(sk_flag(sk, SKF_RESENT)))
+			usmc_migrate_resent_acked(sk, fd);
 		return USMC_PASS;
+	}
 	return usmc_tx(sk, fd, iov, cnt, flags);
 }
 

@@ -30,7 +30,10 @@
 #include "stats.h"
 #include "sys.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 
 /* Bytes of ours the peer has not read (they go on TCP), from where. */
 int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
@@ -45,8 +48,11 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 	/* The end of what we ever wrote into the ring: senders check the
 	 * mode under tx_lock (tx.c), so none writes after this.  Our own
 	 * copy (sock.h), not the line the peer could rewrite. */
-	if (sk->migrate_end == MIGRATE_END_UNKNOWN)
+	if (sk->migrate_end == MIGRATE_END_UNKNOWN) {
 		sk->migrate_end = LOAD_RELAXED(&sk->sh->tx_prod);
+		if (sk->migrate_end != sk->migrate_pos)
+			atomic_fetch_or(&sk->sh->flags, SKF_RESENT);
+	}
 	while (sk_mode(sk) == USMC_MODE_MIGRATING) {
 		uint64_t prod = sk->migrate_end;
 		size_t len;
@@ -96,6 +102,48 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 	}
 	usmc_family_unlock(&sk->sh->tx_lock);
 	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
+}
+
+/*
+ * Bytes the application wrote into the ring before we knew the peer had
+ * left went out on TCP afterwards (usmc_migrate_pump).  On TCP all along
+ * they would have been in the peer's socket when it closed, and its close
+ * would have sent a reset, not a FIN.  A peer socket closed before they
+ * arrived (passed to a process that died with the message unread, for
+ * one) sent its FIN first and answers them with a reset now, which the
+ * kernel queues behind the FIN: a read would see EOF.  So until they are
+ * acknowledged (nothing unacknowledged left once every one was sent), a
+ * receive first asks whether the connection was reset, and reports that
+ * as TCP would have.  On loopback the reset comes back inside our send.
+ */
+int usmc_migrate_resent_check(struct usmc_sock *sk, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	int err = 0, outq = 1, inq = 1;
+	socklen_t l = sizeof(err);
+
+	/* Bytes the peer sent before it closed are read first, as TCP
+	 * delivers what it queued before a reset. */
+	if (sys_poll(&p, 1, 0) == 1 && (p.revents & POLLERR) &&
+	    !real.ioctl(fd, SIOCINQ, &inq) && !inq &&
+	    !real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) && err) {
+		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
+		return -err;
+	}
+	if (sk_mode(sk) == USMC_MODE_TCP && !real.ioctl(fd, SIOCOUTQ, &outq) && !outq)
+		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
+	return 0;
+}
+
+void usmc_migrate_resent_acked(struct usmc_sock *sk, int fd)
+{
+	int outq = 1;
+
+	/* Before a TCP send: a reset for bytes sent from now on, once the
+	 * moved ones are acknowledged, is TCP's own (EOF first if a FIN
+	 * came before it). */
+	if (sk_mode(sk) == USMC_MODE_TCP && !real.ioctl(fd, SIOCOUTQ, &outq) && !outq)
+		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
 }
 
 /* MIGRATING -> TCP once nothing of ours is left to send or to read. */

@@ -269,6 +269,37 @@ int usmc_registry_add(const struct usmc_reg_listener *rec)
 	return -ENOSPC;
 }
 
+int usmc_registry_find_socket(uint64_t netns, const struct usmc_addr *addr, uint64_t ino,
+			      struct usmc_reg_listener *out)
+{
+	struct usmc_registry *r = reg_get();
+	int i;
+
+	if (!r || !ino || !LOAD_RELAXED(&r->portcnt[addr->port]))
+		return -ENOENT;
+	for (i = 0; i < USMC_REG_LISTENERS; i++) {
+		/* A cheap look first; the seqlock copy decides. */
+		if (r->l[i].addr.port != addr->port || r->l[i].ino != ino)
+			continue;
+		if (!usmc_registry_listener_read(&r->l[i], out) || out->ino != ino ||
+		    out->netns != netns || out->uid != (uint32_t)geteuid() ||
+		    out->version != USMC_PROTO_VERSION || memcmp(&out->addr, addr, sizeof(*addr)) ||
+		    listener_dead(out))
+			continue;
+		return i;
+	}
+	return -ENOENT;
+}
+
+bool usmc_registry_names(int idx, uint64_t id, uint64_t ino)
+{
+	struct usmc_reg_listener copy;
+	struct usmc_registry *r = reg_get();
+
+	return r && idx >= 0 && idx < USMC_REG_LISTENERS &&
+	       usmc_registry_listener_read(&r->l[idx], &copy) && copy.id == id && copy.ino == ino;
+}
+
 void usmc_registry_del(int idx, uint64_t id)
 {
 	struct usmc_reg_listener *l;

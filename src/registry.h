@@ -36,7 +36,9 @@ struct usmc_reg_listener {
 	uint32_t version;		/* USMC_PROTO_VERSION of the owner */
 	uint8_t devs[4];		/* device ids offered, by priority (0 = end) */
 	uint32_t allow_all;		/* 1: owner accepts any user */
-	uint64_t ino;			/* the listening socket's inode (SO_REUSEPORT) */
+	uint64_t ino;			/* the listening socket's inode: SO_REUSEPORT
+					 * groups, and other holders of the socket
+					 * that listen too (listener.c) */
 } __cacheline;
 
 struct usmc_reg_netns {
@@ -67,6 +69,16 @@ struct usmc_registry *usmc_registry_get(void);
 /* Publish a listener; returns the record index or -errno. */
 int usmc_registry_add(const struct usmc_reg_listener *rec);
 void usmc_registry_del(int idx, uint64_t id);
+/*
+ * The live record published for the listening socket whose inode is ino
+ * (bound to addr in namespace netns, ours): another process that holds the
+ * same socket listened first (listener.c).  Returns its index and fills
+ * *out, or -ENOENT.
+ */
+int usmc_registry_find_socket(uint64_t netns, const struct usmc_addr *addr, uint64_t ino,
+			      struct usmc_reg_listener *out);
+/* Does record idx still publish index id for socket ino? */
+bool usmc_registry_names(int idx, uint64_t id, uint64_t ino);
 /* Refresh this namespace's address list (at most every few seconds). */
 int usmc_registry_publish_addrs(bool force);
 

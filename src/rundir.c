@@ -268,6 +268,11 @@ int usmc_lock_take(int fd, off_t byte)
 	return lock_op(fd, F_OFD_SETLK, F_WRLCK, byte);
 }
 
+int usmc_lock_share(int fd, off_t byte)
+{
+	return lock_op(fd, F_OFD_SETLK, F_RDLCK, byte);
+}
+
 int usmc_lock_drop(int fd, off_t byte)
 {
 	return lock_op(fd, F_OFD_SETLK, F_UNLCK, byte);

@@ -49,6 +49,11 @@ void *usmc_map_shared(int fd, size_t len);
 
 /* OFD write lock on one byte: the owner's liveness token. */
 int usmc_lock_take(int fd, off_t byte);
+/* OFD read lock on one byte: a liveness token that several holders, each
+ * on its own open file description, can hold at once (a CLC index answered
+ * by processes that each listen on one socket, listener.c).  -EAGAIN while
+ * a write lock is held. */
+int usmc_lock_share(int fd, off_t byte);
 int usmc_lock_drop(int fd, off_t byte);
 /* true when some open file description still holds a lock on that byte. */
 bool usmc_lock_held(int fd, off_t byte);

@@ -31,7 +31,7 @@
 
 struct usmc_ticket_rec {
 	uint32_t pos;		/* the socket's index among the program's descriptors */
-	uint32_t kind;		/* SK_CONN or SK_LISTEN */
+	uint32_t kind;		/* SK_CONN, SK_LISTEN, or SK_TCP (bound, not connected) */
 	uint32_t fam;		/* extra holding its family region */
 	uint32_t sh;		/* its shared half's index in that region */
 	uint32_t aux;		/* extra: client's owner lock, listener's index; or NONE */
@@ -41,7 +41,7 @@ struct usmc_ticket_rec {
 	int32_t reg_idx;	/* listener: registry record */
 	char role;		/* connection: 'C' or 'S' */
 	uint8_t __pad[3];
-	struct usmc_addr local, peer;	/* listener: bound in local */
+	struct usmc_addr local, peer;	/* listener, bound socket: bound in local */
 };
 
 struct usmc_ticket {

@@ -11,8 +11,9 @@
  *
  *  - announce: an inode of a UNIX socket that this process reads
  *    descriptors from with libusmc (recvmsg/recvmmsg with a control
- *    buffer, scm_recv.c) goes into its slot's ring (the last USMC_UX_READ
- *    of them; only the owner writes it).  Not the ends of a socketpair()
+ *    buffer, scm_recv.c), or inherited across an exec from a usmc image
+ *    (exec.c), goes into its slot's ring (the last USMC_UX_READ of them;
+ *    only the owner writes it).  Not the ends of a socketpair()
  *    we make: it is made to be handed to a child, which may exec a
  *    program without libusmc before it taints them;
  *  - taint: an inode that a program without libusmc may read too goes
@@ -117,12 +118,11 @@ void usmc_scm_taint_fd(int fd)
 }
 
 /*
- * Every UNIX socket that survives an exec (no FD_CLOEXEC): the new program,
- * or a posix_spawn child, runs without libusmc and may read it.  The
+ * fn(fd) for every descriptor that survives an exec (no FD_CLOEXEC).  The
  * descriptors are listed from /proc/self/fd (one getdents64 per 64
  * entries), not probed one by one up to RLIMIT_NOFILE.
  */
-void usmc_scm_taint_inherited(void)
+static void each_inheritable(void (*fn)(int fd))
 {
 	long buf[512];
 	long n;
@@ -157,10 +157,38 @@ void usmc_scm_taint_inherited(void)
 				continue;
 			fl = sys_fcntl(fd, F_GETFD, 0);
 			if (fl >= 0 && !(fl & FD_CLOEXEC))
-				usmc_scm_taint_fd(fd);
+				fn(fd);
 		}
 	}
 	sys_close(dir);
+}
+
+/* Every UNIX socket that survives an exec: the new program, or a
+ * posix_spawn child, runs without libusmc and may read it. */
+void usmc_scm_taint_inherited(void)
+{
+	each_inheritable(usmc_scm_taint_fd);
+}
+
+static void announce_fd(int fd)
+{
+	uint64_t ino;
+
+	if (usmc_scm_unix_ino(fd, &ino))
+		usmc_scm_announce(ino);
+}
+
+/*
+ * An image that a usmc image exec'ed with libusmc (exec.c) reads the UNIX
+ * sockets it inherited with libusmc, as that image did: announced before
+ * the program runs, so a sender's first message may carry tickets (node's
+ * cluster worker: the reply to its first request is the listening
+ * socket, before it ever read its channel).  A program without libusmc
+ * that shares them was given them by an exec or spawn that tainted them.
+ */
+void usmc_scm_announce_inherited(void)
+{
+	each_inheritable(announce_fd);
 }
 
 /* The inode of the socket at the other end of UNIX socket ino, 0 if none

@@ -18,6 +18,8 @@ void usmc_scm_taint(uint64_t ino);
 void usmc_scm_taint_fd(int fd);
 /* Every UNIX socket an exec'ed image inherits (no FD_CLOEXEC). */
 void usmc_scm_taint_inherited(void);
+/* Every UNIX socket this image inherited from a usmc image (exec.c). */
+void usmc_scm_announce_inherited(void);
 /* Will whoever reads what we send on UNIX socket fd run libusmc? */
 bool usmc_scm_peer_adopts(int fd);
 

@@ -177,6 +177,8 @@ static void adopt_rec(const struct usmc_ticket_rec *r, const int *fds, const int
 		if (r->aux != USMC_TICKET_NONE)
 			a.owner_fd = keep_dup(extra[r->aux]);
 		usmc_adopt_conn(&a);
+	} else if (r->kind == SK_TCP) {
+		usmc_adopt_bound(&a);
 	} else if (r->kind == SK_LISTEN && r->aux != USMC_TICKET_NONE) {
 		a.ln_fd = keep_dup(extra[r->aux]);
 		if (a.ln_fd >= 0)

@@ -59,6 +59,33 @@ static void out_init(struct scm_out *o)
 	o->counted = false;
 }
 
+/*
+ * Can sk travel with a ticket?  A connection; a published listener (its
+ * index goes along); a socket bound but not connected, which the receiver
+ * may listen on as we may (node's cluster with schedulingPolicy = none:
+ * the index is made by the first holder that listens, listener.c).
+ */
+static bool ticketable(struct usmc_sock *sk, int fd)
+{
+	struct sockaddr_storage ss;
+	struct usmc_addr a;
+	socklen_t l = sizeof(ss);
+	int saved = errno;
+	bool ok;
+
+	if (sk->kind == SK_CONN)
+		return true;
+	if (sk->kind == SK_LISTEN)
+		return sk->lst != NULL;
+	if (sk->kind != SK_TCP || getsockname(fd, (struct sockaddr *)&ss, &l) ||
+	    usmc_addr_from_sa(&a, (struct sockaddr *)&ss, l) || !a.port)
+		return false;
+	l = sizeof(ss);
+	ok = getpeername(fd, (struct sockaddr *)&ss, &l) && errno == ENOTCONN;
+	errno = saved;
+	return ok;
+}
+
 /* The program's descriptors, and which of them are our sockets.  false:
  * more than a message can carry (the kernel will refuse it anyway). */
 static bool out_collect(struct scm_out *o, const struct msghdr *msg)
@@ -82,7 +109,12 @@ static bool out_collect(struct scm_out *o, const struct msghdr *msg)
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
 			sk = usmc_fd_get(fd);
 			if (sk && (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE ||
-				   (sk->kind != SK_CONN && (sk->kind != SK_LISTEN || !sk->lst)))) {
+				   !ticketable(sk, fd))) {
+				/* Never published where it goes (listener.c). */
+				if (sk->kind == SK_LISTEN)
+					usmc_handover_listener(sk);
+				else if (sk->kind == SK_TCP)
+					usmc_handover_bound(sk, fd);
 				usmc_sock_put(sk);
 				sk = NULL;
 			}
@@ -136,6 +168,14 @@ static bool describe(struct scm_out *o, struct usmc_sock *sk, int fd, struct usm
 	r->sh = (uint32_t)(idx % USMC_FAMILY_OBJS);
 	r->aux = USMC_TICKET_NONE;
 	r->reg_idx = -1;
+	if (sk->kind == SK_TCP) {
+		struct sockaddr_storage ss;
+		socklen_t l = sizeof(ss);
+
+		return !getsockname(fd, (struct sockaddr *)&ss, &l) &&
+		       !usmc_addr_from_sa(&r->local, (struct sockaddr *)&ss, l) &&
+		       r->fam != USMC_TICKET_NONE;
+	}
 	if (sk->kind == SK_LISTEN) {
 		r->aux = extra_of(o, sk->lst->fd);
 		r->ln_id = sk->lst->id;

@@ -56,6 +56,8 @@ enum usmc_sock_kind {
 #define SKF_BUFLIM	0x80000	/* SO_SNDBUF set: sh->sndbuf limits what we have in flight */
 #define SKF_HANDED	0x100000	/* listener received with SCM_RIGHTS: never published (handover.c) */
 #define SKF_TCP_DUP	0x200000	/* TCP from the peer starts at ring cursor tcp_dup_from (migrate.c) */
+#define SKF_NOPUB	0x400000	/* a holder may not run usmc: never published (listener.c) */
+#define SKF_RESENT	0x800000	/* our ring bytes went out on TCP: a reset for them first (migrate.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -467,6 +469,11 @@ int usmc_sock_outq(struct usmc_sock *sk);
 /* migrate.c: shared memory -> TCP without losing or reordering a byte. */
 int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block);
 void usmc_migrate_finish(struct usmc_sock *sk);
+/* SKF_RESENT, before a TCP receive: -ECONNRESET (or the error) when the
+ * peer answered our moved bytes with a reset, else 0. */
+int usmc_migrate_resent_check(struct usmc_sock *sk, int fd);
+/* SKF_RESENT, before a TCP send: cleared once the moved bytes are acked. */
+void usmc_migrate_resent_acked(struct usmc_sock *sk, int fd);
 void usmc_migrate_follow(struct usmc_sock *sk, int fd);
 /* Client: the server declined our proposal (clc.h); 1 if so, else 0. */
 int usmc_migrate_declined(struct usmc_sock *sk);

@@ -166,6 +166,8 @@ static void spawn_leave(int fd)
 		usmc_conn_leave(sk, fd, USMC_R_SPAWN);
 	else if (sk->kind == SK_LISTEN)
 		usmc_handover_listener(sk);	/* the child cannot answer proposals */
+	else
+		usmc_handover_bound(sk, fd);	/* ... nor publish what it listens on */
 	usmc_sock_put(sk);
 }
 

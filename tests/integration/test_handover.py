@@ -9,10 +9,10 @@ Every case runs twice, plain TCP and under usmc, and must give the same
 answers, every byte checked (sha256 of each request body in the answer).
 Where usmc accelerates the result is proved with counters: a connection or
 listener passed with SCM_RIGHTS to a process that runs usmc is adopted and
-stays on shared memory (node's cluster in its default round-robin mode
-serves every request on shared memory).  Where the hand-over is TCP by
-design (a receiver without usmc; a bound socket shared by node's workers
-that each listen) the reason counters say so."""
+stays on shared memory: node's cluster serves every request on shared
+memory in both modes (round-robin: each connection passed; none: the bound
+socket passed, every worker listens on it).  Where the hand-over is TCP by
+design (a receiver without usmc) the reason counters say so."""
 import os
 import shutil
 
@@ -165,28 +165,18 @@ def test_node_cluster(rundir, procs, tmp_path, policy):
     rundir.reset()
     out, master = _cluster_run(procs, rundir, tmp_path, policy, usmc=True, n=n)
     assert out == plain, "plain: %r, usmc: %r\n%s" % (plain, out, master.diag())
-    if policy == "rr":
-        # The master accepts on shared memory and passes each connection,
-        # with usmc's ticket, to a worker that adopts it: every request is
-        # served on shared memory, nothing moves to TCP.  The counters
-        # add up over the master and the workers (the master counted each
-        # accepted end; the workers' bytes are theirs).
-        st = rundir.settle(h.accel_pred(n), timeout=10)
-        print("node cluster %s under usmc: %s" % (policy, h.fmt_stat(st)))
-        h.assert_accelerated(st, clients=n, diag=master.diag())
-        return
-    st = rundir.settle(lambda s: s["tcp_conns"] >= 2 * n, timeout=10)
-    _no_errors(st, master.diag())
-    fb = _fallback(st)
+    # rr: the master accepts on shared memory and passes each connection,
+    # with usmc's ticket, to a worker that adopts it.  none: the master
+    # passes the bound socket (with a ticket) to each worker, and each
+    # worker listens on it: the first listen() publishes one CLC index for
+    # the socket, the later ones join it (each holds its own lock), so
+    # whichever worker the kernel gives a connection answers its proposal.
+    # Either way every request is served on shared memory, nothing moves
+    # to TCP, and the counters add up over the master and the workers.
+    st = rundir.settle(h.accel_pred(n), timeout=10)
     print("node cluster %s under usmc: %s" % (policy, h.fmt_stat(st)))
-    # The workers share the socket they were passed (bound by the master,
-    # then each listens): never published (a CLC index answered by several
-    # processes that each listen is not done yet, docs/design.md Limits);
-    # clients find no listener, and the workers count what they accept as
-    # handed over.
-    assert st["tcp_conns"] == 2 * n, h.fmt_stat(st)
-    assert st["smc_conns"] == 0, h.fmt_stat(st)
-    assert fb == {"peer_not_usmc": n, "handed_over": n}, h.fmt_stat(st)
+    _no_errors(st, master.diag())
+    h.assert_accelerated(st, clients=n, diag=master.diag())
 
 
 # --------------------------------------------------------------------------
@@ -258,11 +248,11 @@ def test_c_acceptor_worker(rundir, procs):
     st = rundir.stat()
     # Only the "closed" checks may reset (bytes in shared memory whose
     # sender closed cannot be handed over to a worker without usmc; never
-    # a clean EOF short of them), and "lost" finds its server gone with
-    # its request unread (ECONNRESET, as TCP's RST).
+    # a clean EOF short of them), and "lost" and "lost_stopped" find their
+    # server gone with the request unread (ECONNRESET, as TCP's RST).
     assert set(st["aborts"]) <= {"local_reset", "peer_died"}, h.fmt_stat(st)
     assert st["aborts"].get("local_reset", 0) <= 2, h.fmt_stat(st)
-    assert st["aborts"].get("peer_died", 0) <= 1, h.fmt_stat(st)
+    assert st["aborts"].get("peer_died", 0) <= 2, h.fmt_stat(st)
     # The two decline checks fail the server's attach on purpose.
     assert st["handshake_errors"] == 2, h.fmt_stat(st)
     fb = _fallback(st)

@@ -541,6 +541,29 @@ static T_UNUSED pid_t t_spawn_plain(const char *role, const char *arg)
 }
 
 /*
+ * Start this very program again in a role: argv = { name, role, a, b }
+ * with a and b in decimal; plain: without libusmc.  Descriptors without
+ * FD_CLOEXEC go along.
+ */
+static T_UNUSED pid_t t_start_role(const char *role, long a, long b, bool plain)
+{
+	pid_t pid = t_fork_helper();
+
+	if (pid == 0) {
+		char x[24], y[24];
+		char *argv[] = { (char *)t_name, (char *)role, x, y, NULL };
+
+		snprintf(x, sizeof(x), "%ld", a);
+		snprintf(y, sizeof(y), "%ld", b);
+		if (plain)
+			unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
  * A peer that is not a usmc process: this program again, exec'ed without
  * LD_PRELOAD as "t_x plain-echo FILE"; it listens, writes its port into
  * FILE, echoes one connection until EOF.  Returns its port.
