@@ -523,7 +523,7 @@ while True:
 '''
 
 # Streaming peer for the SIGKILL tests:
-#   stream.py server|client HOST PORT send|recv
+#   stream.py server|client HOST PORT send|recv|recvstop
 # The client speaks first (one byte "G", so that the connection is decided
 # by the client's proposal, see test_server_first.py for the other order);
 # then the sender writes the endless pattern, the receiver verifies it.  Once
@@ -575,6 +575,10 @@ try:
             if not announced and n >= 8 << 20:
                 print("streaming", flush=True)
                 announced = True
+                if what == "recvstop":
+                    # Stop reading: whatever arrives from now on stays
+                    # unread until the process dies.
+                    time.sleep(3600)
 except OSError as e:
     end(errno.errorcode.get(e.errno, str(e.errno)), n)
 '''

@@ -10,6 +10,7 @@ compared), and tests/integration/hostile_attacker.py as the attacker.
 Runs as root (mounts, a second user created with useradd, setpriv).
 USMC_TEST_BUILD=build/asan runs the victims under ASan (helpers.BUILD).
 """
+import json
 import os
 import pwd
 import shutil
@@ -523,14 +524,40 @@ def test_default_rundir_taken_is_explained(other):
 # Row 11: SIGKILL of the reading client mid-stream, differential
 # --------------------------------------------------------------------------
 
+def unread_bytes_wait(env, port, usmc, timeout=30.0):
+    """Until the reader's side holds bytes it has not read: in its TCP
+    receive queue (ss), or in its ring (usmc stat -d)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if usmc:
+            r = subprocess.run([str(h.USMC), "stat", "-d", "--json"], env=env,
+                               capture_output=True, timeout=30)
+            st = json.loads(r.stdout)
+            if any(c.get("cursors", {}).get(ring, {}).get("queued", 0) > 0
+                   for c in st.get("connections", []) for ring in ("tx", "rx")):
+                return
+        else:
+            r = subprocess.run(["ss", "-tnH", "state", "established", "dport", "= :%d" % port],
+                               capture_output=True, text=True, timeout=30)
+            if any(int(line.split()[0]) > 0 for line in r.stdout.splitlines() if line.split()):
+                return
+        time.sleep(0.05)
+    raise AssertionError("the stopped reader never had unread bytes")
+
+
 def stream_end_after_reader_kill(procs, scripts, env, usmc):
     port = h.free_port()
     srv = procs.start("stream-server", [h.PY, scripts["stream"], "server", "127.0.0.1", port,
                                         "send"], env, usmc=usmc)
     h.wait_listen(srv, port, usmc=usmc)
+    # The reader stops reading once it streams, so that bytes are surely
+    # left unread when it dies: TCP's RST, whatever the machine's load
+    # (a reader that drained its buffer before the kill would send a FIN,
+    # and the writer would get EPIPE, under TCP as under usmc).
     cli = procs.start("stream-client", [h.PY, scripts["stream"], "client", "127.0.0.1", port,
-                                        "recv"], env, usmc=usmc)
+                                        "recvstop"], env, usmc=usmc)
     wait_out(cli, b"streaming")
+    unread_bytes_wait(env, port, usmc)
     cli.signal_group(signal.SIGKILL)
     assert srv.wait(30) == 0, srv.diag()
     return srv.text().split("END ")[1].split()[0]
