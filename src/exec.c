@@ -34,6 +34,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,60 @@ struct exec_ctx {
 	int nkeep;
 	int nsock;
 	bool plain;		/* the new image will not load libusmc */
+	unsigned int pass;	/* exec_mark generation of this exec */
+	struct usmc_sock *dropped[KEEP_MAX];	/* shares given up (held) */
+	int ndropped;
 };
+
+/*
+ * The kernel closes close-on-exec descriptors as the new image starts: a
+ * socket all of whose descriptors are close-on-exec leaves this process,
+ * and its share goes now, as a close makes it go.  A child forked while
+ * its parent held connections counted a share of each; one that execs
+ * another program used to keep them counted, so the parent's close was
+ * never the last (no close protocol, the slot never freed).  Only a share
+ * that others also hold is given up here: our last one is left to the
+ * kernel's FIN, since the exec may still fail and a last close cannot be
+ * taken back.  exec_undo() gives the shares back.
+ */
+static void mark_kept(int fd, struct usmc_sock *sk, void *arg)
+{
+	struct exec_ctx *c = arg;
+	int fl = sys_fcntl(fd, F_GETFD, 0);
+
+	if ((sk->exec_mark >> 1) != c->pass)
+		sk->exec_mark = c->pass << 1;
+	if (fl >= 0 && !(fl & FD_CLOEXEC))
+		sk->exec_mark |= 1;
+}
+
+static void drop_closed(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	struct exec_ctx *c = arg;
+	int32_t r;
+
+	if (sk->exec_mark != c->pass << 1 || c->ndropped == KEEP_MAX)
+		return;
+	sk->exec_mark |= 1;	/* once per socket */
+	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
+		return;
+	r = atomic_load(&sk->sh->refs);
+	while (r > 1)
+		if (atomic_compare_exchange_weak(&sk->sh->refs, &r, r - 1)) {
+			usmc_sock_get(sk);
+			c->dropped[c->ndropped++] = sk;
+			return;
+		}
+}
+
+static void exec_drop_closed(struct exec_ctx *c)
+{
+	static unsigned int passes;
+
+	c->pass = ++passes & (UINT_MAX >> 1);
+	usmc_fd_foreach(mark_kept, c);
+	usmc_fd_foreach(drop_closed, c);
+}
 
 static void keep_open(struct exec_ctx *c, int fd)
 {
@@ -177,6 +231,7 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	exec_drop_closed(c);
 	/* UNIX sockets it inherits are read without libusmc from now on:
 	 * nobody may send them usmc's descriptors (scm_peer.c). */
 	if (!usmc_env_has_usmc(envp))
@@ -240,15 +295,23 @@ static char **with_env(struct exec_ctx *c, char *const envp[])
 	return env;
 }
 
-/* exec failed: we are still the old image; close-on-exec goes back on. */
+/* exec failed: we are still the old image; close-on-exec goes back on,
+ * the shares exec_drop_closed() gave up come back. */
 static void exec_undo(struct exec_ctx *c, char **env)
 {
 	int i, saved = errno;
 
 	for (i = 0; i < c->nkeep; i++)
 		sys_fcntl(c->keep[i], F_SETFD, FD_CLOEXEC);
+	for (i = 0; i < c->ndropped; i++) {
+		atomic_fetch_add(&c->dropped[i]->sh->refs, 1);
+		usmc_sock_put(c->dropped[i]);
+	}
 	free(env);
 	free(c->buf);
+	/* Once: with_env() may have undone it already. */
+	c->nkeep = c->ndropped = 0;
+	c->buf = NULL;
 	errno = saved;
 }
 
@@ -275,9 +338,7 @@ static int exec_ve(const char *path, char *const argv[], char *const envp[])
 
 	exec_real_init();
 	env = exec_prepare(&c, envp);
-	if (!env)
-		return real.execve(path, argv, envp);
-	real.execve(path, argv, env);
+	real.execve(path, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
 }
@@ -289,9 +350,7 @@ static int exec_vpe(const char *file, char *const argv[], char *const envp[])
 
 	exec_real_init();
 	env = exec_prepare(&c, envp);
-	if (!env)
-		return real_execvpe(file, argv, envp);
-	real_execvpe(file, argv, env);
+	real_execvpe(file, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
 }
@@ -313,9 +372,7 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 
 	exec_real_init();
 	env = exec_prepare(&c, envp);
-	if (!env)
-		return real_fexecve(fd, argv, envp);
-	real_fexecve(fd, argv, env);
+	real_fexecve(fd, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
 }

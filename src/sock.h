@@ -158,6 +158,7 @@ struct usmc_sock {
 
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
 	unsigned int fork_gen;		/* fdtab.c: counted for the current fork */
+	unsigned int exec_mark;		/* exec.c: (exec pass << 1) | kept open across it */
 	_Atomic bool exit_dropped;	/* fdtab.c: its share already left (process exit) */
 	bool in_nested;			/* registered in an epoll that is itself watched */
 	/* A descriptor closed while a call was still in progress on the

@@ -33,6 +33,12 @@
  *                  that exit holding the listener, then closes its copy;
  *                  a worker forked before, which kept it, goes on serving,
  *                  accelerated
+ *   exec_cloexec   a child forked while we hold a connection (close-on-exec)
+ *   exec_cloexec_plain  execs another program (with libusmc, or without):
+ *                  the exec closes the child's copy, so our close is the
+ *                  last one: the peer reads EOF and the connection is no
+ *                  longer listed (the child's share, counted at the fork,
+ *                  used to stay: no close protocol, the slot never freed)
  *   exec_stdio     inetd: a connection on descriptors 0 and 1 of a program
  *                  exec'ed under usmc (this one, role inetd), which does
  *                  what sshd does: dup(0), then /dev/null over 0 and 1; the
@@ -242,6 +248,45 @@ static void check_exit_child_last(void)
 		 "client end still listed: %s", m);
 	close(s);
 	close(sv[0]);
+}
+
+static void exec_cloexec(bool plain)
+{
+	int c, s;
+	char m[32], b[4];
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(c, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	kid = t_fork_helper();
+	if (kid == 0) {
+		/* This program again (a sanitizer's runtime is in it), which
+		 * exits at once: with our environment, or with none. */
+		char *const argv[] = { (char *)"t_inherit", (char *)"exit0", NULL };
+		char *const env[] = { (char *)"PATH=/usr/bin:/bin", NULL };
+
+		if (plain)
+			execve("/proc/self/exe", argv, env);
+		else
+			execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	t_wait_child(kid, "child exec'ing a program that exits");
+	t_ok(close(c));
+	t_assert(read(s, b, sizeof(b)) == 0, "EOF after our close");
+	t_assert(!strcmp(t_fd_mode(c, m, sizeof(m)), ""), "client end still listed: %s", m);
+	close(s);
+}
+
+static void check_exec_cloexec(void)
+{
+	exec_cloexec(false);
+}
+
+static void check_exec_cloexec_plain(void)
+{
+	exec_cloexec(true);
 }
 
 /*
@@ -495,6 +540,8 @@ static void check_exec_stdio_unread(void)
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
 	{ "exit_child_last", check_exit_child_last },
+	{ "exec_cloexec", check_exec_cloexec },
+	{ "exec_cloexec_plain", check_exec_cloexec_plain },
 	{ "fork_churn", check_fork_churn },
 	{ "backend_closes_listener", check_backend_closes_listener },
 	{ "master_closes_listener", check_master_closes_listener },
@@ -505,6 +552,8 @@ static const struct t_check checks[] = {
 int main(int argc, char **argv)
 {
 	t_name = "t_inherit";
+	if (argc == 2 && !strcmp(argv[1], "exit0"))
+		return 0;
 	if (argc == 3 && !strcmp(argv[1], "inetd"))
 		return inetd_peer(atoi(argv[2]));
 	signal(SIGPIPE, SIG_IGN);
