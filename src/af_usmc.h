@@ -48,6 +48,12 @@ void usmc_server_resolve_quick(struct usmc_sock *sk, int fd);
 void usmc_exec_adopt(void);
 /* Does an image started with envp preload libusmc? */
 bool usmc_env_has_usmc(char *const envp[]);
+struct exec_ctx;
+/* posix_spawn() (spawn.c): prepare what the child inherits; env is the
+ * child's environment or NULL (envp as it is); finish once it returned. */
+struct exec_ctx *usmc_spawn_prepare(char *const envp[], bool (*closed)(int fd, void *arg),
+				    void *arg, char ***env);
+void usmc_spawn_finish(struct exec_ctx *c, char **env, bool spawned);
 
 /* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
 void usmc_conn_close_protocol(struct usmc_sock *sk);

@@ -12,12 +12,14 @@
  *
  *   USMC_INHERIT=1,<family fd>;C,<fd>,<role>,<mode>,<sh>,<lgr>,<slot>,<gen>,
  *                <ln>,<ln fd>,<tcp mark>,<owner fd>,<local>,<peer>;L,<fd>,<sh>,
- *                <ln>,<ln fd>,<reg idx>,<bound>;T,<fd>,<sh>
+ *                <ln>,<ln fd>,<reg idx>,<bound>;T,<fd>,<sh>,<bound>
  * (USMC_INHERIT=1,-1 when there is nothing to adopt: the new image still
  * learns that a usmc image started it, and announces the UNIX sockets it
  * inherits, scm_peer.c).
- * vfork() is fork() here (below).  Not covered: posix_spawn() and system(),
- * whose exec inside glibc cannot be interposed (docs/design.md, limits).
+ * Kind 2 instead of 1: a posix_spawn() child (spawn.c), whose shares the
+ * spawner counted; records are checked as received ones (adopt.c).
+ * vfork() is fork() here (below).  Not covered: system() and popen(),
+ * whose spawn inside glibc cannot be interposed (docs/design.md, limits).
  */
 #include "adopt.h"
 #include "af_usmc.h"
@@ -54,9 +56,14 @@ struct exec_ctx {
 	int nkeep;
 	int nsock;
 	bool plain;		/* the new image will not load libusmc */
+	bool spawn;		/* posix_spawn(): a new process gets them (spawn.c) */
+	bool (*closed)(int fd, void *arg);	/* spawn: fd is not the child's */
+	void *closed_arg;
 	unsigned int pass;	/* exec_mark generation of this exec */
-	struct usmc_sock *dropped[KEEP_MAX];	/* shares given up (held) */
-	int ndropped;
+	/* Shares changed for the new image (a reference held on each): given
+	 * up at exec (delta -1), counted for a spawned child (+1). */
+	struct usmc_sock *held[KEEP_MAX];
+	int nheld, delta;
 };
 
 /*
@@ -86,7 +93,7 @@ static void drop_closed(int fd __unused, struct usmc_sock *sk, void *arg)
 	struct exec_ctx *c = arg;
 	int32_t r;
 
-	if (sk->exec_mark != c->pass << 1 || c->ndropped == KEEP_MAX)
+	if (sk->exec_mark != c->pass << 1 || c->nheld == KEEP_MAX)
 		return;
 	sk->exec_mark |= 1;	/* once per socket */
 	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
@@ -95,7 +102,7 @@ static void drop_closed(int fd __unused, struct usmc_sock *sk, void *arg)
 	while (r > 1)
 		if (atomic_compare_exchange_weak(&sk->sh->refs, &r, r - 1)) {
 			usmc_sock_get(sk);
-			c->dropped[c->ndropped++] = sk;
+			c->held[c->nheld++] = sk;
 			return;
 		}
 }
@@ -105,6 +112,7 @@ static void exec_drop_closed(struct exec_ctx *c)
 	static unsigned int passes;
 
 	c->pass = ++passes & (UINT_MAX >> 1);
+	c->delta = -1;
 	usmc_fd_foreach(mark_kept, c);
 	usmc_fd_foreach(drop_closed, c);
 }
@@ -139,7 +147,8 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	int fl = sys_fcntl(fd, F_GETFD, 0);
 	uint32_t mode;
 
-	if (fl < 0 || (fl & FD_CLOEXEC) || c->len > INHERIT_MAX - 512)
+	if (fl < 0 || (fl & FD_CLOEXEC) || c->len > INHERIT_MAX - 512 ||
+	    (c->closed && c->closed(fd, c->closed_arg)))
 		return;
 	/* Never shared: plain TCP, adopted afresh by the new image. */
 	if (LOAD_RELAXED(&sk->sh->in_use) == USMC_SH_PRIVATE)
@@ -148,12 +157,23 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 		/* The new program will not have libusmc: its connections
 		 * continue on TCP, every byte in order (migrate.c). */
 		if (sk->kind == SK_CONN)
-			usmc_conn_leave(sk, fd, USMC_R_EXEC_PLAIN);
+			usmc_conn_leave(sk, fd, c->spawn ? USMC_R_SPAWN : USMC_R_EXEC_PLAIN);
 		else if (sk->kind == SK_LISTEN)
 			usmc_handover_listener(sk);
 		else
 			usmc_handover_bound(sk, fd);
 		return;
+	}
+	/* A spawned child is one more holder: its share is counted now, so
+	 * that our close right after the spawn is not the last (the child
+	 * gives back those it does not adopt). */
+	if (c->spawn && (c->nheld == KEEP_MAX || (sk->kind != SK_CONN && sk->kind != SK_TCP &&
+						  !(sk->kind == SK_LISTEN && sk->lst))))
+		return;
+	if (c->spawn) {
+		atomic_fetch_add(&sk->sh->refs, 1);
+		usmc_sock_get(sk);
+		c->held[c->nheld++] = sk;
 	}
 	if (sk->kind == SK_LISTEN && sk->lst) {
 		keep_open(c, sk->lst->fd);
@@ -167,8 +187,15 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	if (sk->kind == SK_TCP) {
 		/* Still one shared half with its other holders: who may
 		 * publish it when it listens (listener.c). */
+		struct sockaddr_storage ss;
+		struct usmc_addr b = { 0 };
+		socklen_t l = sizeof(ss);
+
+		if (!getsockname(fd, (struct sockaddr *)&ss, &l))
+			usmc_addr_from_sa(&b, (struct sockaddr *)&ss, l);
 		c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ";T,%d,%d", fd,
 					   usmc_family_index(sk->sh));
+		put_addr(c, &b);
 		c->nsock++;
 		return;
 	}
@@ -225,13 +252,20 @@ static char **bare_env(struct exec_ctx *c, char *const envp[])
 	return with_env(c, envp);
 }
 
-/* Build the environment for the new image; NULL when it is envp as is. */
+/*
+ * Build the environment for the new image; NULL when it is envp as is.
+ * c->spawn (and c->closed) set by the caller: a posix_spawn() child, which
+ * adopts what it inherits as a forked child that execs would, its shares
+ * counted here (USMC_INHERIT=2,...).
+ */
 static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 {
 	int r;
 
-	memset(c, 0, sizeof(*c));
-	exec_drop_closed(c);
+	if (c->spawn)
+		c->delta = 1;
+	else
+		exec_drop_closed(c);
 	/* UNIX sockets it inherits are read without libusmc from now on:
 	 * nobody may send them usmc's descriptors (scm_peer.c). */
 	if (!usmc_env_has_usmc(envp))
@@ -251,7 +285,8 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	c->buf = malloc(INHERIT_MAX);
 	if (!c->buf)
 		return NULL;
-	c->len = (size_t)snprintf(c->buf, INHERIT_MAX, INHERIT_ENV "=1,%d", usmc_family_fd());
+	c->len = (size_t)snprintf(c->buf, INHERIT_MAX, INHERIT_ENV "=%d,%d", c->spawn ? 2 : 1,
+				  usmc_family_fd());
 	/* Regions of sockets we received (SCM_RIGHTS), before their users. */
 	for (r = 1; r < USMC_FAMILY_REGIONS; r++) {
 		int fd = usmc_family_region_fd(r);
@@ -303,14 +338,14 @@ static void exec_undo(struct exec_ctx *c, char **env)
 
 	for (i = 0; i < c->nkeep; i++)
 		sys_fcntl(c->keep[i], F_SETFD, FD_CLOEXEC);
-	for (i = 0; i < c->ndropped; i++) {
-		atomic_fetch_add(&c->dropped[i]->sh->refs, 1);
-		usmc_sock_put(c->dropped[i]);
+	for (i = 0; i < c->nheld; i++) {
+		atomic_fetch_sub(&c->held[i]->sh->refs, c->delta);
+		usmc_sock_put(c->held[i]);
 	}
 	free(env);
 	free(c->buf);
 	/* Once: with_env() may have undone it already. */
-	c->nkeep = c->ndropped = 0;
+	c->nkeep = c->nheld = 0;
 	c->buf = NULL;
 	errno = saved;
 }
@@ -337,6 +372,7 @@ static int exec_ve(const char *path, char *const argv[], char *const envp[])
 	char **env;
 
 	exec_real_init();
+	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
 	real.execve(path, argv, env ? env : envp);
 	exec_undo(&c, env);
@@ -349,6 +385,7 @@ static int exec_vpe(const char *file, char *const argv[], char *const envp[])
 	char **env;
 
 	exec_real_init();
+	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
 	real_execvpe(file, argv, env ? env : envp);
 	exec_undo(&c, env);
@@ -371,10 +408,53 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	char **env;
 
 	exec_real_init();
+	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
 	real_fexecve(fd, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
+}
+
+/*
+ * posix_spawn(): glibc's child execs without running anything of ours, so
+ * what it inherits (not close-on-exec, not closed by a file action) goes
+ * to it as to an image we exec, prepared here in the parent: described in
+ * USMC_INHERIT (kind 2: each record's share counted for the child), or,
+ * for a program without libusmc, moved to TCP.  Our close-on-exec flags
+ * go back on once the spawn returned, and the shares too if it failed.
+ */
+struct exec_ctx *usmc_spawn_prepare(char *const envp[], bool (*closed)(int fd, void *arg),
+				    void *arg, char ***env)
+{
+	struct exec_ctx *c = calloc(1, sizeof(*c));
+
+	*env = NULL;
+	if (!c)
+		return NULL;
+	c->spawn = true;
+	c->closed = closed;
+	c->closed_arg = arg;
+	*env = exec_prepare(c, envp);
+	return c;
+}
+
+void usmc_spawn_finish(struct exec_ctx *c, char **env, bool spawned)
+{
+	int i;
+
+	if (!c)
+		return;
+	if (spawned) {
+		for (i = 0; i < c->nkeep; i++)
+			sys_fcntl(c->keep[i], F_SETFD, FD_CLOEXEC);
+		for (i = 0; i < c->nheld; i++)
+			usmc_sock_put(c->held[i]);
+		free(env);
+		free(c->buf);
+	} else {
+		exec_undo(c, env);
+	}
+	free(c);
 }
 
 /*
@@ -560,6 +640,26 @@ static int get_addr(const char **p, struct usmc_addr *a)
 
 /* Family regions of the old image (USMC_INHERIT's F records) -> ours. */
 static int region_map[USMC_FAMILY_REGIONS];
+/* Kind 2: started by posix_spawn() in a usmc process, which counted each
+ * record's share for us: records are checked as received ones are (a file
+ * action may have closed or replaced a descriptor), and one we do not
+ * adopt gives its share back. */
+static bool inherit_counted;
+
+static void adopt_result(const struct usmc_adopt *a, int rc)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	if (rc >= 0 || !inherit_counted || !a->sh)
+		return;
+	atomic_fetch_sub(&a->sh->refs, 1);
+	/* Our descriptor of a connection whose rings we cannot reach: its
+	 * holders read ECONNRESET rather than wait for bytes on TCP. */
+	if (rc != -EINVAL && (a->mode == USMC_MODE_SMCD || a->mode == USMC_MODE_PROPOSED)) {
+		usmc_log_write("spawned: fd %d: its shared memory cannot be reached: reset", a->fd);
+		real.connect(a->fd, &sa, sizeof(sa));
+	}
+}
 
 static struct usmc_sock_sh *sh_at(int idx)
 {
@@ -586,7 +686,7 @@ static void adopt_region(const char **p)
 
 static void adopt_conn(const char **p)
 {
-	struct usmc_adopt a = { .received = false };
+	struct usmc_adopt a = { .received = inherit_counted };
 	int shidx, n;
 	unsigned long long lgr_id, ln_id;
 
@@ -599,24 +699,26 @@ static void adopt_conn(const char **p)
 	a.sh = sh_at(shidx);
 	if (get_addr(p, &a.local) || get_addr(p, &a.peer))
 		return;
-	usmc_adopt_conn(&a);
+	adopt_result(&a, usmc_adopt_conn(&a));
 }
 
 static void adopt_bound(const char **p)
 {
-	struct usmc_adopt a = { .received = false, .owner_fd = -1, .ln_fd = -1 };
+	struct usmc_adopt a = { .received = inherit_counted, .owner_fd = -1, .ln_fd = -1 };
 	int shidx, n;
 
 	if (sscanf(*p, ",%d,%d%n", &a.fd, &shidx, &n) != 2)
 		return;
 	*p += n;
 	a.sh = sh_at(shidx);
-	usmc_adopt_bound(&a);
+	if (get_addr(p, &a.local))
+		return;
+	adopt_result(&a, usmc_adopt_bound(&a));
 }
 
 static void adopt_listener(const char **p)
 {
-	struct usmc_adopt a = { .received = false, .owner_fd = -1 };
+	struct usmc_adopt a = { .received = inherit_counted, .owner_fd = -1 };
 	unsigned long long ln_id;
 	int shidx, n;
 
@@ -627,24 +729,25 @@ static void adopt_listener(const char **p)
 	a.sh = sh_at(shidx);
 	if (get_addr(p, &a.local))
 		return;
-	usmc_adopt_listener(&a);
+	adopt_result(&a, usmc_adopt_listener(&a));
 }
 
 void usmc_exec_adopt(void)
 {
 	const char *env = getenv(INHERIT_ENV), *p;
-	int famfd, n, i;
+	int kind, famfd, n, i;
 
 	/* Cached now, in the process itself, for _exit() to compare. */
 	(void)usmc_getpid();
 	if (!env)
 		return;
-	if (usmc_rundir_init() || sscanf(env, "1,%d%n", &famfd, &n) != 1 ||
-	    (famfd >= 0 && usmc_family_adopt(famfd))) {
+	if (usmc_rundir_init() || sscanf(env, "%d,%d%n", &kind, &famfd, &n) != 2 ||
+	    (kind != 1 && kind != 2) || (famfd >= 0 && usmc_family_adopt(famfd))) {
 		usmc_dbg(1, "exec: cannot adopt inherited sockets (%s)", env);
 		goto out;
 	}
 	usmc_dbg(2, "exec: adopting %s", env);
+	inherit_counted = kind == 2;
 	region_map[0] = 0;
 	for (i = 1; i < USMC_FAMILY_REGIONS; i++)
 		region_map[i] = -1;

@@ -12,15 +12,22 @@
  * the child and for us.  The dup2 actions are recorded when the
  * application adds them (the object is opaque).
  *
- * A connection merely inherited (no FD_CLOEXEC, no file action) stays on
- * shared memory: almost always it is an accident the child never touches
- * (C programs that do not ask for SOCK_CLOEXEC), and moving every such
- * connection to TCP at each spawn would cost them their acceleration.  A
- * child that does use one by number is not covered (docs/design.md,
- * limits), nor are system() and popen(), which spawn through glibc's
- * internal entry, nor glibc 2.39's pidfd_spawn() (Debian 12 has 2.36).
- * A listener handed over by a dup2 action is unpublished: the child cannot
- * answer proposals, so clients must not make them.
+ * A socket merely inherited (no FD_CLOEXEC, not closed by a file action)
+ * goes to a child that loads libusmc as to an image we exec (exec.c): it
+ * adopts it, its share counted here, before the spawn, so that our close
+ * right after is not the last.  The close and closefrom file actions are
+ * recorded as the dup2 ones, to know what the child will not have.  For a
+ * child without libusmc (or one whose closefrom takes usmc's own
+ * descriptors) an inherited connection stays on shared memory: almost
+ * always an accident the child never touches (C programs that do not ask
+ * for SOCK_CLOEXEC; `usmc stat` run from a program), and moving every such
+ * connection to TCP at each spawn would cost it its acceleration; such a
+ * child that does use one by number gets nothing on it (docs/design.md,
+ * limits).  Not covered:
+ * system() and popen(), which spawn through glibc's internal entry, nor
+ * glibc 2.39's pidfd_spawn() (Debian 12 has 2.36).  A listener handed over
+ * by a dup2 action is unpublished: the child cannot answer proposals, so
+ * clients must not make them.
  */
 #include "af_usmc.h"
 #include "fdtab.h"
@@ -29,18 +36,22 @@
 #include "sock.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdlib.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* dup2 file actions (source descriptors) of live posix_spawn_file_actions_t
- * objects, whatever the source is now: the child gets what the number names
- * at the spawn. */
+/* dup2 (source descriptor), close and closefrom (first descriptor) file
+ * actions of live posix_spawn_file_actions_t objects, whatever the numbers
+ * name now: the child gets what they name at the spawn. */
+enum { FA_DUP2, FA_CLOSE, FA_CLOSEFROM };
+
 struct spawn_dup {
 	const posix_spawn_file_actions_t *fa;
 	int fd;
+	int kind;
 };
 
 static struct spawn_dup *dups;
@@ -53,6 +64,8 @@ static int (*real_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t
 static int (*real_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
 			  const posix_spawnattr_t *, char *const[], char *const[]);
 static int (*real_adddup2)(posix_spawn_file_actions_t *, int, int);
+static int (*real_addclose)(posix_spawn_file_actions_t *, int);
+static int (*real_addclosefrom)(posix_spawn_file_actions_t *, int);
 static int (*real_fa_init)(posix_spawn_file_actions_t *);
 static int (*real_fa_destroy)(posix_spawn_file_actions_t *);
 
@@ -63,6 +76,8 @@ static void real_lookup(void)
 	real_spawn = dlsym(RTLD_NEXT, "posix_spawn");
 	real_spawnp = dlsym(RTLD_NEXT, "posix_spawnp");
 	real_adddup2 = dlsym(RTLD_NEXT, "posix_spawn_file_actions_adddup2");
+	real_addclose = dlsym(RTLD_NEXT, "posix_spawn_file_actions_addclose");
+	real_addclosefrom = dlsym(RTLD_NEXT, "posix_spawn_file_actions_addclosefrom_np");
 	real_fa_init = dlsym(RTLD_NEXT, "posix_spawn_file_actions_init");
 	real_fa_destroy = dlsym(RTLD_NEXT, "posix_spawn_file_actions_destroy");
 }
@@ -87,7 +102,7 @@ static void dups_forget(const posix_spawn_file_actions_t *fa)
 	pthread_mutex_unlock(&dups_lock);
 }
 
-static void dups_add(const posix_spawn_file_actions_t *fa, int fd)
+static void dups_add(const posix_spawn_file_actions_t *fa, int fd, int kind)
 {
 	pthread_mutex_lock(&dups_lock);
 	if (ndups == cap) {
@@ -104,6 +119,7 @@ static void dups_add(const posix_spawn_file_actions_t *fa, int fd)
 	}
 	dups[ndups].fa = fa;
 	dups[ndups].fd = fd;
+	dups[ndups].kind = kind;
 	ndups++;
 	pthread_mutex_unlock(&dups_lock);
 }
@@ -122,7 +138,7 @@ static int *dups_of(const posix_spawn_file_actions_t *fa, unsigned int *n, bool 
 	if (!out)
 		*all = true;
 	for (i = 0; out && i < ndups; i++)
-		if (dups[i].fa == fa)
+		if (dups[i].fa == fa && dups[i].kind == FA_DUP2)
 			out[(*n)++] = dups[i].fd;
 	pthread_mutex_unlock(&dups_lock);
 	return out;
@@ -149,8 +165,71 @@ EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int 
 	spawn_real_init();
 	rc = real_adddup2(fa, fd, newfd);
 	if (!rc)
-		dups_add(fa, fd);
+		dups_add(fa, fd, FA_DUP2);
 	return rc;
+}
+
+EXPORT int posix_spawn_file_actions_addclose(posix_spawn_file_actions_t *fa, int fd)
+{
+	int rc;
+
+	spawn_real_init();
+	rc = real_addclose(fa, fd);
+	if (!rc)
+		dups_add(fa, fd, FA_CLOSE);
+	return rc;
+}
+
+EXPORT int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int from)
+{
+	int rc;
+
+	spawn_real_init();
+	if (!real_addclosefrom)
+		return ENOSYS;
+	rc = real_addclosefrom(fa, from);
+	if (!rc)
+		dups_add(fa, from, FA_CLOSEFROM);
+	return rc;
+}
+
+/* What fa leaves the child of fd: closed (or lost track), or reused as a
+ * dup2 target we cannot follow; nothing then. */
+struct spawn_fa {
+	const posix_spawn_file_actions_t *fa;
+	int closefrom;		/* INT_MAX: none */
+};
+
+static bool fa_closes(int fd, void *arg)
+{
+	struct spawn_fa *f = arg;
+	unsigned int i;
+	bool closed = fd >= f->closefrom;
+
+	if (!f->fa || closed)
+		return closed;
+	pthread_mutex_lock(&dups_lock);
+	closed = dups_lost;
+	for (i = 0; i < ndups && !closed; i++)
+		closed = dups[i].fa == f->fa && (dups[i].kind == FA_CLOSE || dups[i].kind == FA_DUP2) &&
+			 dups[i].fd == fd;
+	pthread_mutex_unlock(&dups_lock);
+	return closed;
+}
+
+static int fa_closefrom(const posix_spawn_file_actions_t *fa)
+{
+	unsigned int i;
+	int from = INT_MAX;
+
+	if (!fa)
+		return from;
+	pthread_mutex_lock(&dups_lock);
+	for (i = 0; i < ndups; i++)
+		if (dups[i].fa == fa && dups[i].kind == FA_CLOSEFROM && dups[i].fd < from)
+			from = dups[i].fd;
+	pthread_mutex_unlock(&dups_lock);
+	return from;
 }
 
 /* A connection at fd leaves shared memory, a listener stops taking
@@ -212,18 +291,35 @@ static void spawn_prepare(const posix_spawn_file_actions_t *fa, char *const envp
 	}
 }
 
+/* The spawn itself, between the preparations above and exec.c's for a
+ * child that loads libusmc and keeps what it needs to adopt. */
+static int spawn_run(bool search, pid_t *pid, const char *path,
+		     const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+		     char *const argv[], char *const envp[])
+{
+	struct spawn_fa f = { fa, fa_closefrom(fa) };
+	struct exec_ctx *c = NULL;
+	char **env = NULL;
+	int rc;
+
+	spawn_real_init();
+	spawn_prepare(fa, envp);
+	if (usmc_env_has_usmc(envp) &&
+	    (f.closefrom == INT_MAX || usmc_family_fd() < 0 || f.closefrom > usmc_family_fd()))
+		c = usmc_spawn_prepare(envp, fa_closes, &f, &env);
+	rc = (search ? real_spawnp : real_spawn)(pid, path, fa, attr, argv, env ? env : envp);
+	usmc_spawn_finish(c, env, rc == 0);
+	return rc;
+}
+
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	spawn_real_init();
-	spawn_prepare(fa, envp);
-	return real_spawn(pid, path, fa, attr, argv, envp);
+	return spawn_run(false, pid, path, fa, attr, argv, envp);
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	spawn_real_init();
-	spawn_prepare(fa, envp);
-	return real_spawnp(pid, file, fa, attr, argv, envp);
+	return spawn_run(true, pid, file, fa, attr, argv, envp);
 }

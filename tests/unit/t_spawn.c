@@ -23,8 +23,13 @@
  *                  stdin to stderr), a close-on-exec one
  *   spawn_keep     connections without a file action stay on shared
  *                  memory around a spawn: close-on-exec ones, one merely
- *                  inherited (not covered if the child used it), one whose
+ *                  inherited (the child adopts it and leaves), one whose
  *                  dup2 was recorded for a destroyed file-actions object
+ *   spawn_inherit  a connection merely inherited (no file action) by a
+ *                  posix_spawn child that serves it by number (role peer)
+ *                  while we close our copy at once: the child adopts it,
+ *                  on shared memory (it used to read nothing: the child
+ *                  had no rings, the peer wrote there)
  *   listener_spawn a listening socket handed to a posix_spawn child by a
  *                  dup2 action (role acceptor: accepts one connection,
  *                  reads "ping", answers "pong") while we keep our copy:
@@ -298,6 +303,37 @@ static void check_spawn_keep(void)
 	close(s2);
 }
 
+/* A child (role peer) given the connection at c only by inheritance, in
+ * environment env; our copy closed at once. */
+static void inherit(char *const env[], const char *want)
+{
+	posix_spawn_file_actions_t fa;
+	char fdstr[16];
+	char *argv[] = { (char *)"t_spawn", (char *)"peer", fdstr, NULL };
+	int c, s, rc;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(c, F_SETFD, 0));
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	snprintf(fdstr, sizeof(fdstr), "%d", c);
+	/* A close action for another number: recorded, not ours. */
+	t_assert(!posix_spawn_file_actions_init(&fa), "file actions");
+	t_assert(!posix_spawn_file_actions_addclose(&fa, 99), "addclose");
+	rc = posix_spawn(&kid, "/proc/self/exe", &fa, NULL, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		t_fail("posix_spawn: %s", strerror(rc));
+	close(c);	/* the child's copy keeps the connection */
+	talk_mode(s, kid, want);
+}
+
+static void check_spawn_inherit(void)
+{
+	inherit(environ, "SMCD");
+}
+
+
 static void check_listener_spawn(void)
 {
 	char *argv[] = { (char *)"t_spawn", (char *)"acceptor", (char *)"40", NULL };
@@ -400,6 +436,7 @@ static const struct t_check checks[] = {
 	{ "spawn_dup2", check_spawn_dup2 },
 	{ "spawn_stdio", check_spawn_stdio },
 	{ "spawn_keep", check_spawn_keep },
+	{ "spawn_inherit", check_spawn_inherit },
 	{ "listener_spawn", check_listener_spawn },
 	{ "listener_exec_plain", check_listener_exec_plain },
 	{ "poll_follow", check_poll_follow },
