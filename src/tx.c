@@ -220,32 +220,85 @@ static ssize_t tx_fail(ssize_t err, int flags)
  * half done.  The kernel delivers signals only outside its locks, when the
  * system call returns; we do the same for the handler's bytes: they wait
  * in a per-thread buffer (the handler's send returns their count), and
- * the interrupted send passes them on as soon as it lets go of the lock.
- * tx_held is set before locking and cleared after unlocking, so a handler
- * that finds it set never needs the lock.
+ * the frame that holds the lock passes them on as soon as it lets go.
+ *
+ * tx_held[] is the stack of sockets whose tx_lock this thread holds or
+ * is flushing for (a handler that sends on another socket nests one
+ * deeper).  An entry is pushed before locking and popped after unlocking,
+ * so a handler that finds its socket there never needs the lock.  Push
+ * and pop keep the entry at tx_depth - 1 NULL while tx_depth counts it: a
+ * handler in between sees nothing of ours and pushes above it.  Every
+ * handler leaves tx_depth as it found it.
+ *
+ * The queue belongs to one socket (tx_defer_sh) until it is empty again.
+ * Its bytes are sent from tx_defer_off, by the frame that holds that
+ * socket, only after its own; a frame that lets go checks the queue with
+ * signals blocked, so nothing is queued between its last look and the
+ * pop.  A send on a socket nobody holds whose bytes are still queued (a
+ * handler that came just after such a pop) sends them first: order kept.
  */
 #define TX_DEFER_MAX	4096
+#define TX_NEST		4
 /* What every send touches is initial-exec TLS (one %fs-relative load, no
  * __tls_get_addr call; libusmc.so is preloaded, so the static TLS block
  * has room); the rarely used buffer stays general-dynamic. */
 #define TLS_FAST	__attribute__((tls_model("initial-exec")))
-static __thread struct usmc_sock_sh *tx_held TLS_FAST;
+static __thread uint32_t tx_depth TLS_FAST;
+static __thread struct usmc_sock_sh *tx_held[TX_NEST] TLS_FAST;
 static __thread uint32_t tx_defer_len TLS_FAST;
+static __thread uint32_t tx_defer_off;
+static __thread struct usmc_sock_sh *tx_defer_sh;
 static __thread uint8_t tx_defer_buf[TX_DEFER_MAX];
 
 static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt,
 		       int flags, bool flushing);
 
-/* In the handler: queue what fits (none: -EAGAIN, we cannot wait here). */
-static ssize_t tx_defer_add(const struct iovec *iov, int iovcnt, size_t total)
+static inline __attribute__((always_inline)) bool tx_push(struct usmc_sock_sh *sh)
+{
+	uint32_t d = tx_depth;
+
+	if (unlikely(d >= TX_NEST))
+		return false;
+	tx_depth = d + 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	tx_held[d] = sh;
+	atomic_signal_fence(memory_order_seq_cst);
+	return true;
+}
+
+static inline __attribute__((always_inline)) void tx_pop(void)
+{
+	uint32_t d = tx_depth - 1;
+
+	tx_held[d] = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
+	tx_depth = d;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static bool tx_is_held(const struct usmc_sock_sh *sh)
+{
+	uint32_t i, d = tx_depth;
+
+	for (i = 0; i < d && i < TX_NEST; i++)
+		if (tx_held[i] == sh)
+			return true;
+	return false;
+}
+
+/* In the handler: queue what fits (none, or the queue is another
+ * socket's: -EAGAIN, we cannot wait here). */
+static ssize_t tx_defer_add(struct usmc_sock *sk, const struct iovec *iov, int iovcnt,
+			    size_t total)
 {
 	uint32_t at = tx_defer_len;
 	size_t n = MIN(total, (size_t)(TX_DEFER_MAX - at)), got = 0;
 	int i;
 
-	if (!n)
+	if (!n || (at && tx_defer_sh != sk->sh))
 		return -EAGAIN;
 	/* Reserve first: a handler nesting in ours appends behind it. */
+	tx_defer_sh = sk->sh;
 	tx_defer_len = at + (uint32_t)n;
 	atomic_signal_fence(memory_order_seq_cst);
 	for (i = 0; i < iovcnt && got < n; i++) {
@@ -257,51 +310,66 @@ static ssize_t tx_defer_add(const struct iovec *iov, int iovcnt, size_t total)
 	return (ssize_t)n;
 }
 
-/* After unlocking: send what handlers queued meanwhile (handlers that run
- * while we do still queue, behind it).  Returns true if there was any. */
-static bool tx_flush_deferred(struct usmc_sock *sk, int fd)
+/*
+ * Let go of sk, the top of the stack, unless handlers queued bytes for it
+ * since the last look (false); drop: forget them.  Signals are blocked
+ * between the look and the pop.
+ */
+static bool tx_release(struct usmc_sock *sk, bool drop)
 {
-	uint32_t sent = 0, len;
-	bool failed = false;
-	ssize_t n;
+	sigset_t all, old;
+	bool done;
 
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	done = drop || tx_defer_sh != sk->sh || tx_defer_off == tx_defer_len;
+	if (done) {
+		if (tx_defer_sh == sk->sh) {
+			tx_defer_len = 0;
+			tx_defer_off = 0;
+			tx_defer_sh = NULL;
+		}
+		tx_pop();
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return done;
+}
+
+/* sk on top of the stack, its lock not held: send what handlers queued
+ * for it (those that run meanwhile queue behind), then let go. */
+static void tx_flush_deferred(struct usmc_sock *sk, int fd)
+{
 	for (;;) {
-		struct iovec v = { 0 };
+		uint32_t off = tx_defer_off;
+		uint32_t len = *(volatile uint32_t *)&tx_defer_len;
+		struct iovec v;
+		ssize_t n;
 
-		tx_held = NULL;
-		atomic_signal_fence(memory_order_seq_cst);
-		len = *(volatile uint32_t *)&tx_defer_len;
-		if (sent >= len || failed)
-			break;
-		tx_held = sk->sh;
-		atomic_signal_fence(memory_order_seq_cst);
-		v.iov_base = tx_defer_buf + sent;
-		v.iov_len = len - sent;
+		if (off >= len || tx_defer_sh != sk->sh) {
+			if (tx_release(sk, false))
+				return;
+			continue;
+		}
+		v.iov_base = tx_defer_buf + off;
+		v.iov_len = len - off;
 		n = tx_send(sk, fd, &v, 1, MSG_NOSIGNAL, true);
 		if (n == USMC_PASS)	/* moved to TCP meanwhile */
 			n = real.send(fd, v.iov_base, v.iov_len, MSG_NOSIGNAL);
-		if (n <= 0)
-			failed = true;	/* the handler was told it went: lost as on a reset */
-		else
-			sent += (uint32_t)n;
+		/* Failed: the handlers were told they went; lost as what TCP
+		 * had buffered is lost on a reset. */
+		tx_defer_off = n > 0 ? off + (uint32_t)n : len;
 	}
-	tx_defer_len = 0;
-	return len > 0;
 }
 
 static int tx_lock(struct usmc_sock *sk, bool flushing)
 {
 	int rc;
 
-	if (!flushing)
-		tx_held = sk->sh;
-	atomic_signal_fence(memory_order_seq_cst);
+	if (!flushing && !tx_push(sk->sh))
+		return -EAGAIN;		/* handlers nested past TX_NEST */
 	rc = usmc_family_lock(&sk->sh->tx_lock);
-	if (rc && !flushing) {
-		tx_held = NULL;		/* the socket is unusable: queued bytes go too */
-		atomic_signal_fence(memory_order_seq_cst);
-		tx_defer_len = 0;
-	}
+	if (rc && !flushing)
+		tx_release(sk, true);	/* the socket is unusable: queued bytes go too */
 	return rc;
 }
 
@@ -314,12 +382,19 @@ static inline __attribute__((always_inline)) bool tx_unlock(struct usmc_sock *sk
 	if (flushing)
 		return false;
 	if (likely(!tx_defer_len)) {
-		tx_held = NULL;
-		atomic_signal_fence(memory_order_seq_cst);
-		if (likely(!*(volatile uint32_t *)&tx_defer_len))
+		tx_pop();
+		if (likely(!*(volatile uint32_t *)&tx_defer_len) || tx_defer_sh != sk->sh)
 			return false;
+		/* Queued just before the pop: ours to send (a handler that
+		 * sent on this socket since has sent them first). */
+		if (!tx_push(sk->sh))
+			return false;
+	} else if (tx_defer_sh != sk->sh) {
+		tx_pop();		/* an outer frame's socket: it sends them */
+		return false;
 	}
-	return tx_flush_deferred(sk, fd);
+	tx_flush_deferred(sk, fd);
+	return true;
 }
 
 /*
@@ -333,12 +408,11 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 
 	if (unlikely((flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) || !n || usmc_opt.dmb_copy))
 		return USMC_SLOW;
-	if (unlikely(!usmc_fast_ok(sk, l) || tx_held ||
+	if (unlikely(!usmc_fast_ok(sk, l) || tx_depth || tx_defer_len ||
 		     (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))))
 		return USMC_SLOW;
 	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
-	tx_held = sk->sh;
-	atomic_signal_fence(memory_order_seq_cst);
+	tx_push(sk->sh);
 	usmc_family_hold(l);
 	if (unlikely(!usmc_tx_view_lazy(sk, &head, &prod, n)))
 		goto slow;
@@ -403,8 +477,13 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 	int timeout = -1, rc;
 	ssize_t ret;
 
-	if (unlikely(tx_held == sk->sh) && !flushing)
-		return total ? tx_defer_add(iov, iovcnt, total) : 0;	/* in a handler */
+	if (unlikely(tx_depth | tx_defer_len) && !flushing) {
+		if (tx_is_held(sk->sh))		/* in a handler */
+			return total ? tx_defer_add(sk, iov, iovcnt, total) : 0;
+		/* Handlers' bytes still queued for this socket go first. */
+		if (tx_defer_len && tx_defer_sh == sk->sh && tx_push(sk->sh))
+			tx_flush_deferred(sk, fd);
+	}
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
 	if (sk_flag(sk, SKF_CONNECTING)) {
@@ -545,6 +624,8 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	size_t done = 0;
 	int rc;
 
+	if (unlikely(tx_depth) && tx_is_held(sk->sh))
+		return -EAGAIN;		/* from a handler that interrupted a send on it */
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
