@@ -17,26 +17,12 @@
 #include "sys.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sched.h>
-#include <sys/stat.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_clc_entry) != 64);
 BUILD_BUG_ON(offsetof(struct usmc_clc_index, e) != 4096);
-
-static struct usmc_clc_ln *ln_cache;
-
-/*
- * Compare-and-swap loops on an entry word: a peer moves a word through a
- * few states at most, so an honest loop ends within a handful of tries.
- * One that does not faces a process rewriting the word on purpose: it
- * gives up (index_busy, TCP) instead of spinning for as long as that
- * process likes.
- */
-#define CLC_CAS_TRIES	64
 
 /*
  * The index is sparse (16 MB, touched a page at a time as client ports
@@ -84,8 +70,6 @@ static bool entry_readable(struct usmc_clc_ln *ln, const struct usmc_clc_entry *
 	return entry_page_backed(ln, e, false);
 }
 
-static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static uint64_t tuple_hash(const struct usmc_addr *a)
 {
 	uint64_t x, y;
@@ -100,136 +84,6 @@ static struct usmc_clc_entry *entry_of(struct usmc_clc_ln *ln, const struct usmc
 				       uint64_t h)
 {
 	return &ln->idx->e[a->port][h % USMC_CLC_WAYS];
-}
-
-/* Map the index and guard the mapping (guard.c): from then on a truncation
- * by anyone poisons it instead of killing us. */
-static int ln_map(struct usmc_clc_ln *ln, int fd)
-{
-	ln->idx = usmc_map_shared(fd, sizeof(struct usmc_clc_index));
-	if (!ln->idx)
-		return errno ? -errno : -ENOMEM;
-	ln->guard = usmc_guard_add(ln->idx, sizeof(struct usmc_clc_index));
-	return 0;
-}
-
-static void ln_unmap(struct usmc_clc_ln *ln)
-{
-	usmc_guard_del(ln->guard);
-	munmap(ln->idx, sizeof(struct usmc_clc_index));
-	ln->idx = NULL;
-}
-
-/* Did someone truncate the index under us?  Then it holds zeros (guard.c)
- * and decides nothing any more: every caller answers rundir_unusable. */
-static bool ln_poisoned(const struct usmc_clc_ln *ln)
-{
-	return usmc_guard_poisoned(ln->guard);
-}
-
-static void ln_name(char *buf, size_t len, uint64_t id, bool tmp)
-{
-	snprintf(buf, len, "%sln-%016llx", tmp ? "t-" : "", (unsigned long long)id);
-}
-
-int usmc_clc_ln_create(struct usmc_clc_ln **out)
-{
-	size_t len = sizeof(struct usmc_clc_index);
-	char tmp[64], name[64];
-	struct usmc_clc_ln *ln;
-	int fd, rc;
-
-	ln = calloc(1, sizeof(*ln));
-	if (!ln)
-		return -ENOMEM;
-	ln->guard = -1;
-	ln->id = usmc_random64();
-	ln_name(tmp, sizeof(tmp), ln->id, true);
-	ln_name(name, sizeof(name), ln->id, false);
-	fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
-	if (fd < 0) {
-		rc = fd;
-		goto err_free;
-	}
-	/* The header page is written now: backed first, so a full tmpfs
-	 * fails the listener's registration instead of faulting. */
-	if (ftruncate(fd, (off_t)len) || fallocate(fd, 0, 0, 4096)) {
-		rc = -errno;
-		goto err_unlink;
-	}
-	atomic_fetch_or(&ln->backed[0], 1);
-	rc = ln_map(ln, fd);
-	if (rc)
-		goto err_unlink;
-	/* A read lock: processes that listen on the same socket later each
-	 * take one on their own description (usmc_clc_ln_join); any of them
-	 * keeps the index alive (usmc_lock_held asks for a write lock). */
-	rc = usmc_lock_share(fd, 0);
-	if (rc)
-		goto err_unmap;
-	ln->idx->version = USMC_PROTO_VERSION;
-	ln->idx->ways = USMC_CLC_WAYS;
-	ln->idx->id = ln->id;
-	STORE_RELEASE((_Atomic uint64_t *)&ln->idx->magic, USMC_CLC_MAGIC);
-	/* Locked before it gets its public name: an unlocked ln- is dead. */
-	rc = usmc_rundir_rename(tmp, name);
-	if (rc)
-		goto err_unmap;
-	ln->fd = fd;
-	STORE_RELAXED(&ln->refs, 1);
-	*out = ln;
-	return 0;
-
-err_unmap:
-	ln_unmap(ln);
-err_unlink:
-	usmc_ifd_close(fd);
-	usmc_rundir_unlink(tmp, false);
-err_free:
-	free(ln);
-	return rc;
-}
-
-void usmc_clc_ln_unpublish(struct usmc_clc_ln *ln)
-{
-	char name[64];
-
-	STORE_RELEASE(&ln->idx->closed, 1);
-	ln_name(name, sizeof(name), ln->id, false);
-	usmc_rundir_unlink(name, false);
-}
-
-void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy)
-{
-	bool now = LOAD_RELAXED(&ln->idx->degraded) & CLC_LN_BUSY;
-
-	if (busy && !now)
-		atomic_fetch_or(&ln->idx->degraded, CLC_LN_BUSY);
-	else if (!busy && now)
-		atomic_fetch_and(&ln->idx->degraded, ~CLC_LN_BUSY);
-}
-
-void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason)
-{
-	uint32_t want = reason > 0 && reason < USMC_R_MAX ?
-			CLC_LN_OFF | ((uint32_t)reason << 8) | (usmc_ctl_gen() << 16) : 0;
-	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
-	unsigned int tries;
-
-	for (tries = 0; tries < CLC_CAS_TRIES; tries++) {
-		if ((d & CLC_LN_OFF_BITS) == want)
-			return;
-		if (atomic_compare_exchange_weak(&ln->idx->degraded, &d,
-						 (d & ~CLC_LN_OFF_BITS) | want))
-			return;
-	}
-}
-
-int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
-{
-	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);
-
-	return d & CLC_LN_OFF ? (int)CLC_LN_OFF_REASON(d) : 0;
 }
 
 /* The index state d as it concerns a client: a decline made under a
@@ -251,144 +105,6 @@ static int degraded_reason(uint32_t d)
 		return r && r < USMC_R_MAX ? (int)r : USMC_R_POLICY;
 	}
 	return d & CLC_LN_NOMARK ? USMC_R_MEM : USMC_R_LIMIT;
-}
-
-struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
-{
-	atomic_fetch_add(&ln->refs, 1);
-	return ln;
-}
-
-void usmc_clc_ln_put(struct usmc_clc_ln *ln)
-{
-	if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
-		return;
-	ln_unmap(ln);
-	usmc_ifd_close(ln->fd);
-	free(ln);
-}
-
-static int ln_open(uint64_t id, struct usmc_clc_ln **out)
-{
-	size_t len = sizeof(struct usmc_clc_index);
-	struct usmc_clc_ln *ln;
-	char name[64];
-	struct stat st;
-	int fd, rc;
-
-	ln_name(name, sizeof(name), id, false);
-	fd = usmc_rundir_open(name, O_RDWR, 0);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) || (size_t)st.st_size != len) {
-		usmc_ifd_close(fd);
-		return -EBADMSG;
-	}
-	ln = calloc(1, sizeof(*ln));
-	if (!ln) {
-		usmc_ifd_close(fd);
-		return -ENOMEM;
-	}
-	rc = ln_map(ln, fd);
-	if (rc) {
-		usmc_ifd_close(fd);
-		free(ln);
-		return rc;
-	}
-	/* The header is owner-written and immutable after publication. */
-	if (LOAD_ACQUIRE((_Atomic uint64_t *)&ln->idx->magic) != USMC_CLC_MAGIC ||
-	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id || ln_poisoned(ln)) {
-		ln_unmap(ln);
-		usmc_ifd_close(fd);
-		free(ln);
-		return -EBADMSG;
-	}
-	ln->id = id;
-	ln->fd = fd;
-	STORE_RELAXED(&ln->refs, 1);	/* the cache's reference */
-	*out = ln;
-	return 0;
-}
-
-int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
-{
-	size_t len = sizeof(struct usmc_clc_index);
-	struct usmc_clc_ln *ln;
-	struct stat st;
-
-	if (usmc_rundir_check(fd, false, &st) || (size_t)st.st_size != len)
-		return -EBADMSG;
-	ln = calloc(1, sizeof(*ln));
-	if (!ln)
-		return -ENOMEM;
-	if (ln_map(ln, fd)) {
-		free(ln);
-		return -EBADMSG;
-	}
-	if (LOAD_ACQUIRE((_Atomic uint64_t *)&ln->idx->magic) != USMC_CLC_MAGIC ||
-	    ln->idx->version != USMC_PROTO_VERSION || ln->idx->id != id || ln_poisoned(ln)) {
-		ln_unmap(ln);
-		free(ln);
-		return -EBADMSG;
-	}
-	usmc_ifd_mark(fd);
-	sys_fcntl(fd, F_SETFD, FD_CLOEXEC);
-	ln->id = id;
-	ln->fd = fd;
-	STORE_RELAXED(&ln->refs, 1);
-	*out = ln;
-	return 0;
-}
-
-int usmc_clc_ln_join(uint64_t id, struct usmc_clc_ln **out)
-{
-	struct usmc_clc_ln *ln;
-	int rc = ln_open(id, &ln);
-
-	if (rc)
-		return rc;
-	/* Our own liveness token; the header is checked after it is held: a
-	 * listener closed (or an index truncated) before that is not joined. */
-	rc = usmc_lock_share(ln->fd, 0);
-	if (!rc && (ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed)))
-		rc = -ESRCH;
-	if (rc) {
-		usmc_clc_ln_put(ln);
-		return rc;
-	}
-	*out = ln;
-	return 0;
-}
-
-int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
-{
-	struct usmc_clc_ln *ln, **pp;
-	int rc = 0;
-
-	pthread_mutex_lock(&ln_cache_lock);
-	for (pp = &ln_cache; (ln = *pp); pp = &ln->next)
-		if (ln->id == id)
-			break;
-	if (!ln) {
-		rc = ln_open(id, &ln);
-		if (rc)
-			goto out;
-		ln->next = ln_cache;
-		ln_cache = ln;
-		pp = &ln_cache;
-	}
-	/* Liveness: the owner family holds the lock for as long as it lives.
-	 * A truncated index is dropped: the next lookup opens it afresh. */
-	if (ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed) || !usmc_lock_held(ln->fd, 0)) {
-		rc = ln_poisoned(ln) ? -EBADMSG : -ESRCH;
-		*pp = ln->next;
-		usmc_clc_ln_put(ln);
-		goto out;
-	}
-	*out = usmc_clc_ln_ref(ln);
-out:
-	pthread_mutex_unlock(&ln_cache_lock);
-	return rc;
 }
 
 /* Can a client whose connect() began at epoch e0 take over word w? */
@@ -415,7 +131,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	unsigned int tries;
 	uint32_t d;
 
-	if (ln_poisoned(ln))
+	if (usmc_clc_ln_poisoned(ln))
 		return USMC_R_RUNDIR;
 	d = degraded_now(LOAD_ACQUIRE(&ln->idx->degraded));
 	if (d)
@@ -474,7 +190,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 		if (w != (CLC_WORD(h, CLC_CLAIM) | CLC_W) || tries == CLC_CAS_TRIES)
 			return USMC_R_LATE;	/* the server decided first: TCP(h) */
 	/* Truncated meanwhile: our proposal went into zero pages. */
-	if (ln_poisoned(ln))
+	if (usmc_clc_ln_poisoned(ln))
 		return USMC_R_RUNDIR;
 	*wake = w & CLC_W;
 	return 0;
@@ -781,12 +497,12 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	bool planted = false;
 	int rc;
 
-	if (ln_poisoned(ln))
+	if (usmc_clc_ln_poisoned(ln))
 		return USMC_R_RUNDIR;
 	rc = match(ln, client, p, how, &planted);
 	/* Truncated under us: it holds zeros now and no proposal can come.
 	 * A planted object in our way: say so rather than "not usmc". */
-	if (rc && ln_poisoned(ln))
+	if (rc && usmc_clc_ln_poisoned(ln))
 		return USMC_R_RUNDIR;
 	if (planted && rc == USMC_R_PEER_NOT_USMC)
 		return USMC_R_RUNDIR;

@@ -55,6 +55,7 @@
 #define USMC_CLC_H
 
 #include "dev.h"
+#include "guard.h"
 #include "registry.h"
 #include "usmc.h"
 
@@ -145,6 +146,22 @@ struct usmc_clc_ln {
 	struct usmc_clc_ln *next;	/* client-side cache chain */
 	_Atomic uint64_t backed[(CLC_INDEX_PAGES + 63) / 64];	/* pages we fallocated */
 };
+
+/*
+ * Compare-and-swap loops on an entry word: a peer moves a word through a
+ * few states at most, so an honest loop ends within a handful of tries.
+ * One that does not faces a process rewriting the word on purpose: it
+ * gives up (index_busy, TCP) instead of spinning for as long as that
+ * process likes.
+ */
+#define CLC_CAS_TRIES	64
+
+/* Did someone truncate the index under us?  Then it holds zeros (guard.c)
+ * and decides nothing any more: every caller answers rundir_unusable. */
+static inline bool usmc_clc_ln_poisoned(const struct usmc_clc_ln *ln)
+{
+	return usmc_guard_poisoned(ln->guard);
+}
 
 /* Proposal contents handed between layers. */
 struct usmc_clc_prop {
