@@ -14,6 +14,8 @@
 #define STAT_FALLBACK		STAT_IDX(fallback)
 #define STAT_FALLBACK_SERVER	STAT_IDX(fallback_server)
 #define STAT_RING_HIST		STAT_IDX(ring_hist)
+#define STAT_TX_SIZE_HIST	STAT_IDX(tx_size_hist)
+#define STAT_RX_SIZE_HIST	STAT_IDX(rx_size_hist)
 
 /* The scalar counters by field name, in struct usmc_counters order. */
 struct stat_ctr {

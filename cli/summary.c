@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 struct top {
@@ -71,11 +72,58 @@ static uint64_t aborts(const struct usmc_counters_snapshot *s)
 
 #define V(field)	((unsigned long long)s->v[STAT_IDX(field)])
 
+/* Bucket i of the call size histogram as its upper bound ("<=64", ... ">256K"). */
+static const char *size_label(unsigned int i, char *buf, size_t len)
+{
+	static const char *const unit[] = { "", "K" };
+	uint64_t top = 64ull << (2 * (i < USMC_SIZE_HIST - 1 ? i : i - 1));
+	unsigned int u = top >= 1024;
+
+	snprintf(buf, len, "%s%llu%s", i < USMC_SIZE_HIST - 1 ? "<=" : ">",
+		 (unsigned long long)(u ? top / 1024 : top), unit[u]);
+	return buf;
+}
+
+/* A bar of k against hmax, 20 wide at most. */
+static const char *bar(uint64_t k, uint64_t hmax, char *buf)
+{
+	unsigned int n = hmax ? (unsigned int)((k * 20 + hmax - 1) / hmax) : 0;
+
+	memset(buf, '#', n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Sends and receives by size, side by side, with bars on one scale. */
+static void call_sizes_text(const struct usmc_counters_snapshot *s)
+{
+	char lb[16], b1[24], b2[24];
+	uint64_t hmax = 0;
+	unsigned int i;
+
+	printf("  call sizes (sends, receives on shared memory):\n");
+	for (i = 0; i < USMC_SIZE_HIST; i++)
+		hmax = MAX(hmax, MAX(s->v[STAT_TX_SIZE_HIST + i], s->v[STAT_RX_SIZE_HIST + i]));
+	if (!hmax) {
+		printf("  %10s\n", "none");
+		return;
+	}
+	for (i = 0; i < USMC_SIZE_HIST; i++) {
+		uint64_t tx = s->v[STAT_TX_SIZE_HIST + i], rx = s->v[STAT_RX_SIZE_HIST + i];
+
+		if (tx || rx)
+			printf("  %10s %10llu %-20s %10llu%s%s\n", size_label(i, lb, sizeof(lb)),
+			       (unsigned long long)tx, bar(tx, hmax, b1), (unsigned long long)rx,
+			       rx ? " " : "", bar(rx, hmax, b2));
+	}
+}
+
 static void summary_json(const struct usmc_stats_file *f, const struct usmc_counters_snapshot *s,
 			 unsigned int lgrs, uint64_t committed)
 {
 	struct top t[USMC_R_MAX];
-	unsigned int n = top_reasons(s, t), i;
+	unsigned int n = top_reasons(s, t), i, d;
+	char lb[16];
 	uint64_t srv = tcp_server(s);
 
 	printf("{\n  \"rundir\": ");
@@ -103,7 +151,15 @@ static void summary_json(const struct usmc_stats_file *f, const struct usmc_coun
 	for (i = 0; i < USMC_RING_HIST; i++)
 		printf("%s\"%u\": %llu", i ? ", " : "", USMC_RING_HIST_MIN << i,
 		       (unsigned long long)s->v[STAT_RING_HIST + i]);
-	printf("}},\n  \"fallback\": [");
+	printf("}},\n  \"call_sizes\": {");
+	for (d = 0; d < 2; d++) {
+		printf("%s\"%s\": {", d ? ", " : "", d ? "rx" : "tx");
+		for (i = 0; i < USMC_SIZE_HIST; i++)
+			printf("%s\"%s\": %llu", i ? ", " : "", size_label(i, lb, sizeof(lb)),
+			       (unsigned long long)s->v[(d ? STAT_RX_SIZE_HIST : STAT_TX_SIZE_HIST) + i]);
+		printf("}");
+	}
+	printf("},\n  \"fallback\": [");
 	for (i = 0; i < n; i++) {
 		uint64_t tot = t[i].client + t[i].server;
 
@@ -192,6 +248,7 @@ static void summary_text(const struct usmc_stats_file *f, const struct usmc_coun
 	}
 	if (!hmax)
 		printf("  %10s\n", "none");
+	call_sizes_text(s);
 
 	printf("\n%sTop fallback reasons%s\n", col_bold(), col_off());
 	if (!n) {

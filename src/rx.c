@@ -299,7 +299,7 @@ migrating:
 		return -EAGAIN;
 	if (!peek) {
 		STAT_ADD(rx_bytes, done);
-		STAT_INC(rx_calls);
+		STAT_CALL(rx, done);
 	}
 	return (ssize_t)done;
 }
@@ -354,7 +354,7 @@ ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flag
 		usmc_stat_add(&sk->st->rx_bytes, len);
 	usmc_family_unlock(l);
 	STAT_ADD(rx_bytes, len);
-	STAT_INC(rx_calls);
+	STAT_CALL(rx, len);
 	STAT_INC(rx_fast);
 	return (ssize_t)len;
 slow:
@@ -424,7 +424,7 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 				usmc_rx_publish(sk, head + (uint64_t)r);
 				usmc_kick_space(sk);
 				STAT_ADD(rx_bytes, r);
-				STAT_INC(rx_calls);
+				STAT_CALL(rx, r);
 				if (sk->st)
 					usmc_stat_add(&sk->st->rx_bytes, (uint64_t)r);
 			}

@@ -22,7 +22,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define NCOUNTERS (offsetof(struct usmc_counters, ring_hist) / sizeof(uint64_t) + USMC_RING_HIST)
+/* Up to the end of the last counter (stats.h: new ones go last, and here). */
+#define NCOUNTERS (offsetof(struct usmc_counters, rx_size_hist) / sizeof(uint64_t) + USMC_SIZE_HIST)
 BUILD_BUG_ON(offsetof(struct usmc_counters, fallback) % sizeof(uint64_t));
 BUILD_BUG_ON(NCOUNTERS * sizeof(uint64_t) > sizeof(struct usmc_counters));
 

@@ -23,6 +23,9 @@
 /* Ring size histogram: bucket i counts rings of 16 KiB << i (16 KiB .. 64 MiB). */
 #define USMC_RING_HIST		13
 #define USMC_RING_HIST_MIN	16384
+/* Call size histogram: bucket 0 counts calls that moved <= 64 bytes, bucket
+ * i <= 64 << 2i bytes (256 B, 1 KiB, ... 256 KiB), the last one more. */
+#define USMC_SIZE_HIST		8
 
 /* All counters are cumulative; units in the names. */
 struct usmc_counters {
@@ -53,6 +56,9 @@ struct usmc_counters {
 	_Atomic uint64_t tx_full;		/* sends that found the peer's ring full */
 	_Atomic uint64_t fallback_server[USMC_R_MAX];	/* ... of the fallbacks, server side */
 	_Atomic uint64_t ring_hist[USMC_RING_HIST];	/* endpoints on shared memory, by ring size */
+	_Atomic uint64_t tx_size_hist[USMC_SIZE_HIST];	/* tx_calls by bytes sent */
+	_Atomic uint64_t rx_size_hist[USMC_SIZE_HIST];	/* rx_calls by bytes received */
+	/* New counters go here, last, and into NCOUNTERS (stats.c). */
 } __cacheline;
 
 /* The bucket of a ring of size bytes (a power of two). */
@@ -63,6 +69,14 @@ static inline unsigned int usmc_ring_bucket(uint32_t size)
 	while (b + 1 < USMC_RING_HIST && (uint64_t)USMC_RING_HIST_MIN << (b + 1) <= size)
 		b++;
 	return b;
+}
+
+/* The bucket of a call that moved n > 0 bytes. */
+static inline unsigned int usmc_size_bucket(uint64_t n)
+{
+	unsigned int bits = n > 64 ? 64 - (unsigned int)__builtin_clzll(n - 1) : 6;
+
+	return MIN((bits - 5) / 2, USMC_SIZE_HIST - 1);
 }
 
 enum usmc_conn_mode {
@@ -138,6 +152,12 @@ static inline void usmc_stat_add(_Atomic uint64_t *c, uint64_t n)
 
 #define STAT_ADD(field, n)	usmc_stat_add(&LOAD_ACQUIRE(&usmc_ctr)->field, (uint64_t)(n))
 #define STAT_INC(field) STAT_ADD(field, 1)
+/* A call of direction dir (tx, rx) served from shared memory, n bytes. */
+#define STAT_CALL(dir, n)							\
+	do {									\
+		STAT_INC(dir##_calls);						\
+		STAT_INC(dir##_size_hist[usmc_size_bucket((uint64_t)(n))]);	\
+	} while (0)
 
 /* Library: open the file and claim a process slot (idempotent). */
 int usmc_stats_attach(void);

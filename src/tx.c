@@ -433,7 +433,7 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 		usmc_stat_add(&sk->st->tx_bytes, n);
 	tx_unlock(sk, fd, false);
 	STAT_ADD(tx_bytes, n);
-	STAT_INC(tx_calls);
+	STAT_CALL(tx, n);
 	STAT_INC(tx_fast);
 	return (ssize_t)n;
 slow:
@@ -612,7 +612,7 @@ moved:
 	ret = done ? (ssize_t)done : -EAGAIN;
 	if (done) {
 		STAT_ADD(tx_bytes, done);
-		STAT_INC(tx_calls);
+		STAT_CALL(tx, done);
 	}
 	return ret;
 }
@@ -705,7 +705,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	tx_unlock(sk, fd, false);
 	if (done) {
 		STAT_ADD(tx_bytes, done);
-		STAT_INC(tx_calls);
+		STAT_CALL(tx, done);
 		return (ssize_t)done;
 	}
 	if (rc < 0)

@@ -51,6 +51,38 @@ sys.stdin.read()
 '''
 
 
+def stats_const(name):
+    return int(re.search(r"#define %s\s+(\d+)" % name,
+                         (ROOT / "src" / "stats.h").read_text()).group(1))
+
+
+RING_HIST, SIZE_HIST = stats_const("USMC_RING_HIST"), stats_const("USMC_SIZE_HIST")
+
+# Echoes one connection; the client sends one message of each size given
+# and reads each echo whole before the next.
+SIZES_ECHO = r'''
+import socket, sys, threading
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+def serve():
+    c, _ = l.accept()
+    while True:
+        d = c.recv(1 << 20)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()
+t = threading.Thread(target=serve); t.start()
+s = socket.create_connection(l.getsockname())
+for n in map(int, sys.argv[1:]):
+    s.sendall(b"x" * n)
+    got = 0
+    while got < n:
+        got += len(s.recv(n - got))
+s.close(); t.join()
+print("done", flush=True)
+'''
+
+
 def reasons_count():
     text = (ROOT / "src" / "usmc.h").read_text()
     body = text[text.index("enum usmc_reason {"):text.index("USMC_R_MAX")]
@@ -203,6 +235,8 @@ def test_summary_text_matches_json_and_reset(rundir):
     fb = {1: 101, 6: 9, 10: 57}         # peer_not_usmc, permission, uncertain_route
     fb_srv = {1: 40, 6: 9}
     hist = {0: 3, 8: 12}                 # 16 KiB and 4 MiB rings
+    sizes_tx = {0: 40, 7: 5}             # <=64 B and >256 KiB sends
+    sizes_rx = {2: 10}                   # <=1 KiB receives
     with open(rundir.path / h.STATS_FILE, "r+b", buffering=0) as f:
         def put(i, v):
             f.seek(totals + 8 * i)
@@ -217,8 +251,17 @@ def test_summary_text_matches_json_and_reset(rundir):
             put(base_fb + r_max + 1 + k, v)
         for k, v in hist.items():
             put(base_fb + 2 * r_max + 1 + k, v)
+        base_sz = base_fb + 2 * r_max + 1 + RING_HIST
+        for k, v in sizes_tx.items():
+            put(base_sz + k, v)
+        for k, v in sizes_rx.items():
+            put(base_sz + SIZE_HIST + k, v)
     sm = json.loads(rundir.cli("stat", "summary", "--json").stdout)
     assert sm["buffers"]["tx_full"] == 77, sm
+    assert {k: v for k, v in sm["call_sizes"]["tx"].items() if v} == {"<=64": 40, ">256K": 5}
+    assert {k: v for k, v in sm["call_sizes"]["rx"].items() if v} == {"<=1K": 10}, sm
+    assert list(sm["call_sizes"]["rx"]) == ["<=64", "<=256", "<=1K", "<=4K", "<=16K", "<=64K",
+                                            "<=256K", ">256K"], sm
     assert {k: v for k, v in sm["buffers"]["ring_sizes"].items() if v} == {
         "16384": 3, "4194304": 12}, sm
     names = {f["reason"]: f for f in sm["fallback"]}
@@ -238,6 +281,9 @@ def test_summary_text_matches_json_and_reset(rundir):
                                      ["uncertain_route", "57", "57", "0"],
                                      ["permission", "9", "0", "9"]], text
     assert re.search(r"buffer full\s+77\s", text), text
+    assert re.search(r"^\s+<=64\s+40 #{20}\s+0$", text, re.M) and \
+        re.search(r"^\s+<=1K\s+0 \s+10 #{5}$", text, re.M) and \
+        re.search(r"^\s+>256K\s+5 #{3}\s+0$", text, re.M), text
     assert re.search(r" 16 KiB\s+3\s+#{10}$", text, re.M) and \
         re.search(r"4\.0 MiB\s+12\s+#{40}$", text, re.M), text
     assert re.search(r"on shared memory\s+%s\s+client %d, server %d" % (
@@ -495,3 +541,24 @@ def test_chk(rundir, procs, scripts):
     for bad in ("nonsense", "127.0.0.1", "no.such.host.invalid:80"):
         r = rundir.cli("chk", bad, check=False)
         assert r.returncode == 2 and r.stderr.startswith(b"usmc chk: "), (bad, r.stderr)
+
+
+@pytest.mark.timeout(60, method="signal")
+def test_summary_call_sizes_counted(rundir, procs):
+    """A program's sends and receives on shared memory land in the call size
+    histogram by their size: 10 B, 100 B and 3000 B messages echoed (each a
+    single send, under the ring size) show up in their buckets on both
+    sides, and the buckets add up to the calls counted."""
+    sizes = [10] * 3 + [100] * 2 + [3000]
+    p = procs.run("sizes", [str(h.USMC), "run", "--", "python3", "-c", SIZES_ECHO] +
+                  [str(n) for n in sizes], rundir.env())
+    assert p.popen.returncode == 0
+    sm = json.loads(rundir.cli("stat", "summary", "--json").stdout)
+    assert sm["connections"]["smc"] == 2, sm
+    tx, rx = sm["call_sizes"]["tx"], sm["call_sizes"]["rx"]
+    # Client and echo server each send every message once, whole.
+    assert (tx["<=64"], tx["<=256"], tx["<=4K"]) == (6, 4, 2), tx
+    assert sum(tx.values()) == sm["smc_data"]["tx_calls"], sm
+    assert sum(rx.values()) == sm["smc_data"]["rx_calls"], sm
+    assert rx["<=64"] >= 6 and rx["<=256"] >= 4 and rx["<=4K"] >= 2, rx
+    assert tx["<=1K"] == tx["<=16K"] == tx[">256K"] == 0, tx
