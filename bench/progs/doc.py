@@ -371,6 +371,12 @@ def write_doc(prog, bench, docdir, files, final):
         "shared-memory ping-pong) and ceiling (cross-core copy): "
         "[perf/knobs.md](perf/knobs.md), measured with `bench/knobs.sh`.")
     add("")
+    add("## Scaling with cores")
+    add("")
+    add("Independent client/server pairs at once, each on its own two CPUs, TCP vs usmc "
+        "aggregate (`bench/scaling.py`): [perf/scaling.md](perf/scaling.md), with the "
+        "machine each table comes from.")
+    add("")
     add("## Exact commands")
     add("")
     add("The measurements in docs/perf/%s were taken with:" % files.get("programs_json",
