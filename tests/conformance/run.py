@@ -41,7 +41,8 @@ def _rev():
 
 
 def verdict(res):
-    return not res["differences"] and res["accelerated_share"] >= MIN_SHARE
+    return (not res["differences"] and not res.get("timed_out")
+            and res["accelerated_share"] >= MIN_SHARE)
 
 
 def hogs_start(n):
@@ -104,6 +105,9 @@ def doc(results, path, hog=0):
         lines.append("")
         lines.append("%s.  Targets: %s." % (r["project"], ", ".join("`%s`" % t for t in r["targets"])))
         lines.append("")
+        for m in r.get("timed_out", []):
+            lines.append("The %s run timed out: the comparison is incomplete." % m)
+            lines.append("")
         if r["differences"]:
             lines.append("Differences (plain → usmc):")
             lines.append("")
@@ -163,6 +167,8 @@ def run_all(names, args, work, results):
                   100 * r["accelerated_share"], r["smc_endpoints"],
                   r["smc_endpoints"] + r["tcp_endpoints"], r["tcp_fallback"] or "{}",
                   "PASS" if verdict(r) else "FAIL"))
+        for m in r.get("timed_out", []):
+            print("    the %s run timed out: incomplete, compared as far as it got" % m)
         for t, (p, u) in sorted(r["differences"].items()):
             print("    differs: %s: plain %s, usmc %s" % (t, p, u))
 
