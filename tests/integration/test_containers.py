@@ -76,7 +76,9 @@ def container(netns, uid, shared, argv):
     netns, with new mount, PID and IPC namespaces: private /dev/shm and
     /tmp, the runtime directory shared at /mnt (or a private one)."""
     mnt = 'mount --bind "$0" /mnt' if shared else "mount -t tmpfs tmpfs /mnt"
-    setup = (mnt + " && mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp && "
+    # A private /tmp, unless the checkout (usmc, the library) lives there.
+    tmp = "" if str(h.USMC.resolve()).startswith("/tmp/") else " && mount -t tmpfs tmpfs /tmp"
+    setup = (mnt + " && mount -t tmpfs tmpfs /dev/shm" + tmp + " && "
              'test "$(id -u)" = 0 && exec "$@"')
     return ["ip", "netns", "exec", netns, "setpriv", "--reuid", str(uid), "--regid", str(uid),
             "--clear-groups", "unshare", "--user", "--map-root-user", "--mount", "--pid", "--ipc",
