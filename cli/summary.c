@@ -84,10 +84,10 @@ static const char *size_label(unsigned int i, char *buf, size_t len)
 	return buf;
 }
 
-/* A bar of k against hmax, 20 wide at most. */
-static const char *bar(uint64_t k, uint64_t hmax, char *buf)
+/* A bar of k against hmax, width wide at most (buf holds width + 1). */
+static const char *bar(uint64_t k, uint64_t hmax, unsigned int width, char *buf)
 {
-	unsigned int n = hmax ? (unsigned int)((k * 20 + hmax - 1) / hmax) : 0;
+	unsigned int n = hmax ? (unsigned int)((k * width + hmax - 1) / hmax) : 0;
 
 	memset(buf, '#', n);
 	buf[n] = '\0';
@@ -113,8 +113,8 @@ static void call_sizes_text(const struct usmc_counters_snapshot *s)
 
 		if (tx || rx)
 			printf("  %10s %10llu %-20s %10llu%s%s\n", size_label(i, lb, sizeof(lb)),
-			       (unsigned long long)tx, bar(tx, hmax, b1), (unsigned long long)rx,
-			       rx ? " " : "", bar(rx, hmax, b2));
+			       (unsigned long long)tx, bar(tx, hmax, 20, b1), (unsigned long long)rx,
+			       rx ? " " : "", bar(rx, hmax, 20, b2));
 	}
 }
 
@@ -186,7 +186,7 @@ static void summary_text(const struct usmc_stats_file *f, const struct usmc_coun
 	struct top t[USMC_R_MAX];
 	unsigned int n = top_reasons(s, t), i;
 	uint64_t srv = tcp_server(s), hmax = 0;
-	char b1[32], b2[32], b3[32], note[160];
+	char b1[32], b2[32], b3[32], note[160], bars[48];
 	time_t since = (time_t)(f->created_ns / 1000000000ull);
 	struct tm tm;
 	struct tbl tb;
@@ -236,15 +236,11 @@ static void summary_text(const struct usmc_stats_file *f, const struct usmc_coun
 		hmax = MAX(hmax, s->v[STAT_RING_HIST + i]);
 	for (i = 0; i < USMC_RING_HIST; i++) {
 		uint64_t k = s->v[STAT_RING_HIST + i];
-		unsigned int bar = hmax ? (unsigned int)((k * 40 + hmax - 1) / hmax) : 0;
 
-		if (!k)
-			continue;
-		printf("  %10s %10llu  ", fmt_bytes((uint64_t)USMC_RING_HIST_MIN << i, b1, sizeof(b1)),
-		       (unsigned long long)k);
-		while (bar--)
-			fputs("#", stdout);
-		putchar('\n');
+		if (k)
+			printf("  %10s %10llu  %s\n",
+			       fmt_bytes((uint64_t)USMC_RING_HIST_MIN << i, b1, sizeof(b1)),
+			       (unsigned long long)k, bar(k, hmax, 40, bars));
 	}
 	if (!hmax)
 		printf("  %10s\n", "none");
