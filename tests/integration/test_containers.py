@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 from . import helpers as h
-from .test_netns import ip
+from .test_netns import veth_pair
 
 UID_A, UID_B = 64201, 64202      # unprivileged host uids, no account needed
 
@@ -40,33 +40,18 @@ def world(tmp_path):
     why = can_run()
     if why:
         pytest.skip(why)
-    tag = "%d%04x" % (os.getpid() % 100000, random.getrandbits(16))
-    a, b = "usmc-ct-%s-a" % tag, "usmc-ct-%s-b" % tag
-    va, vb = "ca%s" % tag[-10:], "cb%s" % tag[-10:]
-    net = random.randint(0, 255)
-    addr_a, addr_b = "10.232.%d.1" % net, "10.232.%d.2" % net
     # Scripts readable by the unprivileged uids; directories to share.
     pub = tempfile.mkdtemp(prefix="usmc-ct-", dir="/var/tmp")   # /tmp is private inside
     shared = tempfile.mkdtemp(prefix="usmc-ct-rundir-", dir="/dev/shm")
-    created = []
     try:
         os.chmod(pub, 0o755)
         h.write_scripts(pub)
         for f in os.listdir(pub):
             os.chmod(os.path.join(pub, f), 0o644)
-        ip("netns", "add", a)
-        created.append(a)
-        ip("netns", "add", b)
-        created.append(b)
-        ip("link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b)
-        for ns, dev, addr in ((a, va, addr_a), (b, vb, addr_b)):
-            ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
-            ip("-n", ns, "link", "set", dev, "up")
-            ip("-n", ns, "link", "set", "lo", "up")
-        yield {"a": a, "b": b, "addr_a": addr_a, "pub": pub, "shared": shared}
+        with veth_pair("ct", "c", "10.232") as pair:
+            yield {"a": pair["a"], "b": pair["b"], "addr_a": pair["addr_a"], "pub": pub,
+                   "shared": shared}
     finally:
-        for ns in created:
-            ip("netns", "del", ns, check=False)
         shutil.rmtree(pub, ignore_errors=True)
         shutil.rmtree(shared, ignore_errors=True)
 

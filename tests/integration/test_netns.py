@@ -2,6 +2,7 @@
 `usmc run` in namespace B, joined by a veth pair, sharing one runtime
 directory.  The client reaches A's veth address by route; the transfer must
 be byte-exact and go through shared memory."""
+import contextlib
 import os
 import random
 import subprocess
@@ -19,30 +20,40 @@ def ip(*args, check=True):
     return r
 
 
-@pytest.fixture
-def netns_pair():
+@contextlib.contextmanager
+def veth_pair(name, dev, subnet, skip=False):
+    """Two fresh namespaces usmc-NAME-TAG-a/-b joined by a veth pair (DEV
+    names its ends), addresses SUBNET.N.1 and .2/24, lo up in both; removed
+    whatever happens.  skip: a host that refuses `ip netns add` skips the
+    test instead of failing it."""
     tag = "%d%04x" % (os.getpid() % 100000, random.getrandbits(16))
-    a, b = "usmc-it-%s-a" % tag, "usmc-it-%s-b" % tag
-    va, vb = "ua%s" % tag[-10:], "ub%s" % tag[-10:]
+    a, b = "usmc-%s-%s-a" % (name, tag), "usmc-%s-%s-b" % (name, tag)
+    va, vb = "%sa%s" % (dev, tag[-10:]), "%sb%s" % (dev, tag[-10:])
     net = random.randint(0, 255)
-    addr_a, addr_b = "10.231.%d.1" % net, "10.231.%d.2" % net
+    addr_a, addr_b = "%s.%d.1" % (subnet, net), "%s.%d.2" % (subnet, net)
     created = []
     try:
-        r = ip("netns", "add", a, check=False)
+        r = ip("netns", "add", a, check=not skip)
         if r.returncode != 0:
             pytest.skip("ip netns add not permitted: " + r.stderr.decode(errors="replace"))
         created.append(a)
         ip("netns", "add", b)
         created.append(b)
         ip("link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b)
-        for ns, dev, addr in ((a, va, addr_a), (b, vb, addr_b)):
-            ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
-            ip("-n", ns, "link", "set", dev, "up")
+        for ns, d, addr in ((a, va, addr_a), (b, vb, addr_b)):
+            ip("-n", ns, "addr", "add", addr + "/24", "dev", d)
+            ip("-n", ns, "link", "set", d, "up")
             ip("-n", ns, "link", "set", "lo", "up")
         yield {"a": a, "b": b, "addr_a": addr_a, "addr_b": addr_b}
     finally:
         for ns in created:
             ip("netns", "del", ns, check=False)
+
+
+@pytest.fixture
+def netns_pair():
+    with veth_pair("it", "u", "10.231", skip=True) as pair:
+        yield pair
 
 
 @pytest.mark.timeout(120, method="signal")
