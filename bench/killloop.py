@@ -603,24 +603,23 @@ class Loop:
         return out
 
 
-def rss_kb(pid):
+def status_kb(pid, field):
+    """A kB field of /proc/PID/status (VmRSS, VmSize, RssAnon, RssShmem...), -1 if gone."""
     try:
         for l in Path("/proc/%d/status" % pid).read_text().splitlines():
-            if l.startswith("VmRSS:"):
+            if l.startswith(field + ":"):
                 return int(l.split()[1])
     except OSError:
         pass
     return -1
+
+
+def rss_kb(pid):
+    return status_kb(pid, "VmRSS")
 
 
 def vm_kb(pid):
-    try:
-        for l in Path("/proc/%d/status" % pid).read_text().splitlines():
-            if l.startswith("VmSize:"):
-                return int(l.split()[1])
-    except OSError:
-        pass
-    return -1
+    return status_kb(pid, "VmSize")
 
 
 def pct(xs, q):

@@ -10,7 +10,8 @@ All in one runtime directory, under a private copy of the build:
                  their connections must complete with both streams'
                  sha256 right - the kills around them must not disturb
                  them.  These four processes are the long-lived ones whose
-                 descriptors, usmc mappings, RSS and VM size are sampled.
+                 descriptors, usmc mappings, RSS (anonymous and shared
+                 apart) and VM size are sampled.
   chaos pairs    forking servers and clients of the same kind that are
                  SIGKILLed and restarted every few seconds (the whole
                  server, one forked worker, or a client); their
@@ -24,7 +25,10 @@ All in one runtime directory, under a private copy of the build:
 At the end: every process is stopped, `usmc stat` collects the dead, the
 runtime directory must be back to its idle files, nothing stray in
 /dev/shm, a normal run is accelerated, and the report lists the sampled
-growth of the long-lived processes.
+growth of the long-lived processes.  Flagged as a leak: more than 8
+descriptors, more than 2 link group mappings, or anonymous RSS grown by
+more than max(32 MB, half its first sample).  Shared RSS is reported, not
+flagged: it is ring pages of the mapped link groups, bounded by them.
 
     bench/soak.py [--minutes 30] [--seed S] [--json OUT] [--build plain|asan]
 """
@@ -240,7 +244,13 @@ def children(pid):
 
 def sample(pid):
     maps = kl.usmc_maps(pid)
+    # RSS apart: anonymous memory (heap, stacks) is what a leak grows;
+    # shared memory is ring pages of mapped link groups, once touched
+    # committed while the link group lives, bounded by the mappings (whose
+    # count is flagged on its own).
     return {"fds": rk.fd_count(pid), "rss_kb": kl.rss_kb(pid), "vm_kb": kl.vm_kb(pid),
+            "rss_anon_kb": kl.status_kb(pid, "RssAnon"),
+            "rss_shmem_kb": kl.status_kb(pid, "RssShmem"),
             "lg_maps": sum(1 for m in maps if "/lg-" in m), "usmc_maps": len(maps)}
 
 
@@ -471,8 +481,8 @@ class Soak:
                 flags.append("fds +%d" % grow["fds"])
             if grow["lg_maps"] > 2:
                 flags.append("link group mappings +%d" % grow["lg_maps"])
-            if grow["rss_kb"] > max(32768, first["rss_kb"] // 2):
-                flags.append("RSS +%d kB" % grow["rss_kb"])
+            if grow["rss_anon_kb"] > max(32768, first["rss_anon_kb"] // 2):
+                flags.append("anonymous RSS +%d kB" % grow["rss_anon_kb"])
             leaks[name]["growth_flags"] = flags
         rep["long_lived"] = leaks
         # stop everything; the runtime directory must return to idle

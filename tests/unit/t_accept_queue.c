@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_accept_queue.c - connections that wait in a listener's accept queue,
+ * as TCP keeps them (issue 16 item 5).  t_queue_reset covers a listener
+ * closed with clients queued, t_lshare and t_fork listeners shared by
+ * forked workers, t_reuseport SO_REUSEPORT groups; this program covers:
+ *
+ *   early_close  clients (another process) connect, send 0 B to 200 KB,
+ *                then close, half-close (and wait for an answer) or reset
+ *                (SO_LINGER 0), all before the server accepts.  The server
+ *                then accepts each, reads to the end and says what it got
+ *                (length, checksum, EOF or error), answers the half-closed
+ *                ones, which read the answer and EOF.
+ *   burst        a client process starts 400 non-blocking connects at once
+ *                (the listener's backlog holds them all) while the server
+ *                accepts and answers each (an id each way): every
+ *                connection completes and every answer is right.
+ *
+ * Not here: a backlog that overflows.  The kernel then drops the client's
+ * final ACK and the connection completes only when a later segment gets
+ * through; this program with backlog 8 did not finish within 100 s over
+ * plain TCP either (USMC_DISABLE=1), so there is nothing to compare within
+ * a test's time.
+ *
+ * Differential (t_selfdiff.h): the transcripts of usmc and of the same
+ * program under USMC_DISABLE=1 must be identical; under usmc each scenario
+ * also shows (counters) that connections went through shared memory.
+ */
+#include "t_util.h"
+#include "t_selfdiff.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+
+#define OBS	T_OBS
+#define NEARLY	9
+#define NBURST	400
+
+/* Endpoints on shared memory so far (both ends of a pair count). */
+static long long smc_ends(void)
+{
+	char *j;
+	long long n;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	n = t_json_int(j, "smc_client") + t_json_int(j, "smc_server");
+	free(j);
+	return n;
+}
+
+static uint32_t sum32(const unsigned char *p, size_t n, uint32_t h)
+{
+	while (n--)
+		h = h * 31 + *p++;
+	return h;
+}
+
+/* ---- early_close ---------------------------------------------------- */
+
+enum end { E_CLOSE, E_HALF, E_RESET };
+
+static size_t early_size(int i)
+{
+	static const size_t sz[] = { 0, 1, 4096, 70000, 200000 };
+
+	return sz[i % 5];
+}
+
+static enum end early_end(int i)
+{
+	return (enum end)(i % 3);
+}
+
+static void early_client(uint16_t port, int sync)
+{
+	static unsigned char buf[200000];
+	int c[NEARLY], i;
+
+	for (i = 0; i < (int)sizeof(buf); i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+	for (i = 0; i < NEARLY; i++) {
+		c[i] = t_connect(port);
+		t_write_all(c[i], buf, early_size(i));
+		if (early_end(i) == E_CLOSE) {
+			close(c[i]);
+		} else if (early_end(i) == E_HALF) {
+			t_ok(shutdown(c[i], SHUT_WR));
+		} else {
+			struct linger lg = { 1, 0 };
+
+			t_ok(setsockopt(c[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+			close(c[i]);
+		}
+	}
+	t_sync_post(sync);	/* all queued and ended */
+	for (i = 0; i < NEARLY; i++) {
+		char ans[16];
+		ssize_t n;
+
+		if (early_end(i) != E_HALF)
+			continue;
+		t_read_all(c[i], ans, 4);
+		n = recv(c[i], ans, sizeof(ans), 0);
+		if (memcmp(ans, "bye", 4) || n != 0)
+			_exit(2);
+		close(c[i]);
+	}
+	_exit(0);
+}
+
+static void sc_early_close(void)
+{
+	static unsigned char buf[256 << 10];
+	long long before = smc_ends();
+	uint16_t port;
+	int lfd = t_listen(&port), sv[2], i;
+	pid_t pid;
+
+	t_sync_pair(sv);
+	pid = t_fork_helper();
+	if (!pid) {
+		close(sv[0]);
+		close(lfd);
+		early_client(port, sv[1]);
+	}
+	close(sv[1]);
+	t_sync_wait(sv[0]);
+	t_msleep(100);		/* the last FIN or RST is in */
+	for (i = 0; i < NEARLY; i++) {
+		int s = t_accept(lfd);
+		size_t got = 0;
+		ssize_t n;
+
+		while ((n = recv(s, buf + got, sizeof(buf) - got, 0)) > 0)
+			got += (size_t)n;
+		OBS("accepted %d: %zu bytes sum %08x, then %s\n", i, got, sum32(buf, got, 0),
+		    n == 0 ? "EOF" : t_errname(errno));
+		if (n == 0 && early_end(i) == E_HALF)
+			t_write_all(s, "bye", 4);
+		close(s);
+	}
+	t_wait_child(pid, "early client");
+	close(sv[0]);
+	close(lfd);
+	if (t_accel())
+		t_assert(smc_ends() - before >= 2,
+			 "no connection queued before accept went through shared memory");
+}
+
+/* ---- burst ---------------------------------------------------------- */
+
+static void burst_client(uint16_t port)
+{
+	struct sockaddr_in a = t_addr(port);
+	struct pollfd pf[NBURST];
+	uint32_t id[NBURST];
+	int i, left = NBURST, ok = 0;
+
+	for (i = 0; i < NBURST; i++) {
+		pf[i].fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (pf[i].fd < 0)
+			_exit(3);
+		if (connect(pf[i].fd, (struct sockaddr *)&a, sizeof(a)) && errno != EINPROGRESS)
+			_exit(4);
+		pf[i].events = POLLOUT;
+		id[i] = (uint32_t)i * 2654435761u;
+	}
+	while (left) {
+		if (poll(pf, NBURST, 20000) <= 0)
+			_exit(5);
+		for (i = 0; i < NBURST; i++) {
+			uint32_t back;
+
+			if (pf[i].fd < 0 || !pf[i].revents)
+				continue;
+			if (pf[i].events == POLLOUT) {
+				if (pf[i].revents & (POLLERR | POLLHUP) ||
+				    send(pf[i].fd, &id[i], 4, 0) != 4)
+					_exit(6);
+				pf[i].events = POLLIN;
+				continue;
+			}
+			if (recv(pf[i].fd, &back, 4, MSG_WAITALL) == 4 && back == ~id[i])
+				ok++;
+			close(pf[i].fd);
+			pf[i].fd = -1;
+			left--;
+		}
+	}
+	_exit(ok == NBURST ? 0 : 7);
+}
+
+static void sc_burst(void)
+{
+	long long before = smc_ends();
+	struct sockaddr_in a = t_addr(0);
+	socklen_t al = sizeof(a);
+	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, i, answered = 0;
+	pid_t pid;
+
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 1024));
+	t_ok(getsockname(lfd, (struct sockaddr *)&a, &al));
+	pid = t_fork_helper();
+	if (!pid) {
+		close(lfd);
+		burst_client(ntohs(a.sin_port));
+	}
+	for (i = 0; i < NBURST; i++) {
+		int s = t_accept(lfd);
+		uint32_t v;
+
+		if (recv(s, &v, 4, MSG_WAITALL) == 4) {
+			v = ~v;
+			t_write_all(s, &v, 4);
+			answered++;
+		}
+		close(s);
+	}
+	t_wait_child(pid, "burst client");
+	OBS("%d connects at once: %d accepted, %d answered, every answer right\n",
+	    NBURST, i, answered);
+	close(lfd);
+	if (t_accel())
+		t_assert(smc_ends() - before >= 2, "no burst connection went through shared memory");
+}
+
+static const struct t_scenario scenarios[] = {
+	{ "early_close", sc_early_close },
+	{ "burst", sc_burst },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_accept_queue";
+	return t_selfdiff_main(argc, argv, scenarios, ARRAY_LEN(scenarios));
+}
