@@ -759,6 +759,19 @@ void usmc_epoll_sock_changed(struct usmc_sock *sk)
 	pthread_mutex_unlock(&ep_lock);
 }
 
+void usmc_epoll_sock_resync(struct usmc_sock *sk)
+{
+	struct usmc_epreg *r, *next;
+
+	pthread_mutex_lock(&ep_lock);
+	for (r = sk->epregs; r; r = next) {
+		next = r->sk_next;
+		if (r->translated != ep_want_translated(sk))
+			ep_reg_sync(r);
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 bool usmc_epoll_has_ready(int epfd)
 {
 	struct usmc_ep *ep;

@@ -192,6 +192,9 @@ EXPORT int socket(int domain, int type, int protocol)
 
 	ENSURE_REAL(socket);
 	fd = real.socket(domain, type, protocol);
+	/* Out of descriptors: usmc gives its own back, once (shed.c). */
+	if (fd < 0 && errno == EMFILE && usmc_shed())
+		fd = real.socket(domain, type, protocol);
 	if (fd >= 0 && is_tcp(domain, type, protocol))
 		track_new(fd, type & SOCK_NONBLOCK);
 	return fd;
@@ -242,9 +245,15 @@ static int sock_accept(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 	if (!sk || sk->kind != SK_LISTEN) {
 		if (sk)
 			usmc_sock_put(sk);
-		return real.accept4(fd, sa, salen, flags);
+		rc = real.accept4(fd, sa, salen, flags);
+		if (rc < 0 && errno == EMFILE && usmc_shed())
+			rc = real.accept4(fd, sa, salen, flags);
+		return rc;
 	}
 	rc = usmc_sock_accept(sk, fd, sa, salen, flags);
+	/* Out of descriptors: usmc gives its own back, once (shed.c). */
+	if (rc < 0 && errno == EMFILE && usmc_shed())
+		rc = usmc_sock_accept(sk, fd, sa, salen, flags);
 	usmc_sock_put(sk);
 	return rc;
 }

@@ -53,6 +53,7 @@ static int lgr_bells_alloc(struct usmc_lgr *l)
 	for (i = 0; i < l->nslots; i++) {
 		l->bells[i].own = l->bells[i].peer = -1;
 		l->bells[i].backed[0] = l->bells[i].backed[1] = 0;
+		l->bells[i].users = 0;
 	}
 	return 0;
 }
@@ -357,6 +358,48 @@ int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer)
 	*peer = b->peer;
 	pthread_mutex_unlock(&l->lock);
 	return rc;
+}
+
+void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta)
+{
+	struct usmc_lgr_bell *b = &l->bells[slot];
+
+	pthread_mutex_lock(&l->lock);
+	if (delta > 0 || b->users)
+		b->users += (uint32_t)delta;
+	pthread_mutex_unlock(&l->lock);
+}
+
+int usmc_lgr_shed(void)
+{
+	struct usmc_lgr **pp, *l;
+	int n = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&lgr_list_lock);
+	for (pp = &lgr_list; (l = *pp);) {
+		if (!l->refs) {
+			*pp = l->next;
+			n += 1 + (l->mem_fd >= 0);
+			lgr_free(l);
+			continue;
+		}
+		pthread_mutex_lock(&l->lock);
+		for (i = 0; i < l->nslots; i++) {
+			struct usmc_lgr_bell *b = &l->bells[i];
+
+			if (b->users || b->own < 0)
+				continue;
+			usmc_ifd_close(b->own);
+			usmc_ifd_close(b->peer);
+			b->own = b->peer = -1;
+			n += 2;
+		}
+		pthread_mutex_unlock(&l->lock);
+		pp = &l->next;
+	}
+	pthread_mutex_unlock(&lgr_list_lock);
+	return n;
 }
 
 void usmc_lgr_after_fork(void)

@@ -441,3 +441,51 @@ def test_nofile_accepts_as_tcp(rundir, procs, rscripts):
         "accept() failed under usmc where TCP accepted all %d: %s\naccepted fds %s" % (
             n, re.findall(rb"ACCEPT FAIL.*", srv.stdout()), accepted_fds(srv))
     assert srv.popen.returncode == 0 and cl.popen.returncode == 0, procs.diag()
+
+
+# Descriptors a usmc server keeps for serving on shared memory, beyond what
+# the same library keeps when disabled: see test_nofile_holds_as_many_as_tcp.
+USMC_KEEP = 3
+
+
+def held_until_emfile(srv):
+    """Connections the --hold server accepted before its accept() failed."""
+    return len(accepted_fds(srv)), b"ACCEPT FAIL" in srv.stdout()
+
+
+@pytest.mark.timeout(300, method="signal")
+def test_nofile_holds_as_many_as_tcp(rundir, procs, rscripts):
+    """Issue 15 row 12: RLIMIT_NOFILE 64, a Python server accepting and
+    holding connections.  Interposed TCP (USMC_DISABLE=1: the same library,
+    its runtime-directory, counters and family descriptors open) holds some
+    number K before accept() fails with EMFILE.  Under usmc the server holds
+    all but the few descriptors usmc keeps while it serves on shared memory
+    (the listener's CLC index, locked while it listens; the client's link
+    group, mapped while connections that were on it live; at most USMC_KEEP
+    here): when the application needs the doorbells usmc keeps in the upper
+    half of the table, usmc gives them back (src/shed.c), moving
+    connections to TCP (limit_reached), every byte of every connection in
+    order.  It used to hold 28 where TCP holds 59 (K - 3 now)."""
+    wrap = ["prlimit", "--nofile=%d:%d" % (NOFILE, NOFILE), "--", str(h.USMC), "run", "--"]
+    tcp_env = rundir.env(USMC_DISABLE=1)
+    srv, cl = exchange(rundir, procs, rscripts, tcp_env, rundir.env(), n=NOFILE, par=NOFILE,
+                       maxsize=4 << 10, server_extra=("--hold",), wrap=wrap, seed=3,
+                       check=False)
+    k, failed = held_until_emfile(srv)
+    assert failed and NOFILE // 2 < k < NOFILE, "interposed TCP held %d (EMFILE: %s)\n%s" % (
+        k, failed, procs.diag())
+    rundir.reset()
+    env = rundir.env(debug=True)
+    n = k - USMC_KEEP
+    srv, cl = exchange(rundir, procs, rscripts, env, env, n=n, par=n, maxsize=4 << 10,
+                       server_extra=("--hold",), wrap=wrap, seed=3)
+    held, failed = held_until_emfile(srv)
+    assert held == n and not failed, "usmc held %d, interposed TCP %d\n%s" % (
+        held, k, procs.diag())
+    st = rundir.settle(ends(n))
+    diag = "held %d\n%s" % (held, procs.diag())
+    assert st.get("smc_server", 0) >= 1, "nothing accelerated\n" + diag
+    assert st["handshake_errors"] == 0 and st["aborts"] == {}, h.fmt_stat(st) + diag
+    assert st["tcp_fallback"].get("limit_reached", 0) >= 1, h.fmt_stat(st) + diag
+    assert set(st["tcp_fallback"]) <= {"limit_reached", "peer_moved_to_tcp"}, \
+        h.fmt_stat(st) + diag
