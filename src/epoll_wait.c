@@ -264,7 +264,7 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 	if (ep->selfev < 0) {
 		struct epoll_event ev = { .events = EPOLLIN };
 
-		ep->selfev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		ep->selfev = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (ep->selfev < 0)
 			return;
 		usmc_ifd_mark(ep->selfev);
@@ -291,7 +291,7 @@ static void ep_wake(struct usmc_ep *ep)
 
 		if (epfd < 0)
 			return;
-		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		fd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (fd < 0)
 			return;
 		usmc_ifd_mark(fd);

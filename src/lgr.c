@@ -370,6 +370,7 @@ void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Callers make sure no call holds a number closed here (shed.c). */
 int usmc_lgr_shed(void)
 {
 	struct usmc_lgr **pp, *l;

@@ -21,6 +21,16 @@
  * New connections whose descriptors find no room stay TCP already
  * (usmc_conn_resources).  Locking: the descriptor table is walked with
  * references (usmc_fd_get); the connection moves under its own locks.
+ *
+ * Doorbell numbers are loaded without sk->lock (wait, poll, epoll_wait,
+ * the kicks, close), by calls that hold a reference on the socket.  At
+ * EMFILE the number we close is the only free one, so the retried call is
+ * certain to get it, and a late drain or signal through a stale copy would
+ * read or write the application's new socket.  So nothing is closed while
+ * any call holds a socket that may have had doorbells (usmc_fd_quiet):
+ * whoever let go of them stored -1 before our fence, so a call that starts
+ * later never sees the number.  Otherwise this shed gives nothing back and
+ * the application sees EMFILE, as it would have before usmc shed anything.
  */
 #include "af_usmc.h"
 #include "epoll.h"
@@ -30,15 +40,24 @@
 #include "stats.h"
 #include "sys.h"
 
-/* Nothing of ours unread by the peer: the move to TCP sends nothing, so
- * it never waits for room on TCP (the peer sends again what we did not
- * read, on its own time). */
+/* Close what usmc_lgr_shed may, if no call holds a socket that may have
+ * had doorbells (but mine: the caller's own reference). */
+static int shed_quiet(const struct usmc_sock *mine)
+{
+	/* After the -1 stores of whoever let go of doorbells (ours in
+	 * shed_conn); pairs with a call's reference before its loads. */
+	FENCE(memory_order_seq_cst);
+	return usmc_fd_quiet(mine) ? usmc_lgr_shed() : 0;
+}
+
+/* A candidate: accelerated, with doorbells.  Whether the peer read all of
+ * ours (the move then sends nothing, so it never waits for room on TCP
+ * inside socket()/accept()) is checked under tx_lock by usmc_conn_to_tcp
+ * (USMC_R_LIMIT: -EBUSY otherwise). */
 static bool shed_candidate(struct usmc_sock *sk)
 {
-	struct ring_view v;
-
 	return sk->kind == SK_CONN && sk_mode(sk) == USMC_MODE_SMCD && sk->lgr &&
-	       sk->bell_own >= 0 && usmc_tx_view(sk, &v) && !rv_avail(&v);
+	       sk->bell_own >= 0;
 }
 
 /* Move one accelerated connection to TCP and close its doorbells. */
@@ -46,6 +65,10 @@ static bool shed_conn(void)
 {
 	long lim = usmc_nofile_limit(false), fd;
 
+	/* A call in progress now keeps whatever we would free below: move
+	 * nothing to TCP for nothing. */
+	if (!usmc_fd_quiet(NULL))
+		return false;
 	for (fd = lim - 1; fd >= 0; fd--) {
 		struct usmc_sock *sk = usmc_fd_get((int)fd);
 		bool done = false;
@@ -58,11 +81,14 @@ static bool shed_conn(void)
 			pthread_mutex_lock(&sk->lock);
 			if (sk->lgr && sk->bell_own >= 0) {
 				usmc_lgr_bells_use(sk->lgr, sk->slot, -1);
-				sk->bell_own = sk->bell_peer = -1;
+				__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
+				__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
 			}
 			pthread_mutex_unlock(&sk->lock);
 			usmc_dbg(1, "fd %ld: moved to TCP to give descriptors back (limit_reached)", fd);
-			done = usmc_lgr_shed() > 0;
+			/* Its doorbells stay cached in the link group (users 0)
+			 * if a call holds a socket now: a later shed closes them. */
+			done = shed_quiet(sk) > 0;
 		}
 		usmc_sock_put(sk);
 		if (done)
@@ -73,7 +99,7 @@ static bool shed_conn(void)
 
 bool usmc_shed(void)
 {
-	int n = usmc_lgr_shed();
+	int n = shed_quiet(NULL);
 
 	if (n) {
 		usmc_dbg(1, "out of descriptors: %d of usmc's closed", n);
