@@ -204,7 +204,6 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	rc = usmc_lgr_bells(l, slot, &sk->bell_own, &sk->bell_peer);
 	if (rc)
 		return rc;
-	usmc_lgr_bells_use(l, slot, 1);
 	sk->lgr = l;
 	sk->slot = slot;
 	sk->gen = gen;

@@ -512,7 +512,9 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 			usmc_sock_refresh(r->sk, fd);
 		}
 		ep_tcp_event(r);
-	} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+	} else if (r->translated && ++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+		/* Not translated any more (shed.c moved the socket to TCP and
+		 * resynced it under ep_lock): its doorbell may be closed. */
 		/* Edge-triggered: the FIFO is never read otherwise; empty it
 		 * before it fills (a full FIFO loses rings). */
 		r->sk->lgr->dev->drain(r->sk->bell_own);
@@ -759,17 +761,19 @@ void usmc_epoll_sock_changed(struct usmc_sock *sk)
 	pthread_mutex_unlock(&ep_lock);
 }
 
-void usmc_epoll_sock_resync(struct usmc_sock *sk)
+bool usmc_epoll_sock_resync(struct usmc_sock *sk)
 {
 	struct usmc_epreg *r, *next;
 
-	pthread_mutex_lock(&ep_lock);
+	if (!usmc_lock_bounded(&ep_lock))
+		return false;
 	for (r = sk->epregs; r; r = next) {
 		next = r->sk_next;
 		if (r->translated != ep_want_translated(sk))
 			ep_reg_sync(r);
 	}
 	pthread_mutex_unlock(&ep_lock);
+	return true;
 }
 
 bool usmc_epoll_has_ready(int epfd)

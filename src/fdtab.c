@@ -171,7 +171,10 @@ bool usmc_fd_quiet(const struct usmc_sock *mine)
 {
 	struct quiet_ctx q = { .mine = mine, .quiet = true };
 
-	pthread_mutex_lock(&fdtab_lock);
+	/* A signal handler's call at EMFILE may interrupt this thread inside
+	 * the lock: then nothing is quiet (shed.c gives nothing back). */
+	if (!usmc_lock_bounded(&fdtab_lock))
+		return false;
 	usmc_fd_foreach(quiet_zero, NULL);
 	usmc_fd_foreach(quiet_count, NULL);
 	usmc_fd_foreach(quiet_check, &q);

@@ -62,6 +62,7 @@ void usmc_real_init(void)
 	R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(dup); R(dup2); R(dup3);
 	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
 	R(open); R(open64); R(openat); R(openat64); R(pipe); R(pipe2); R(eventfd);
+	R(__open_2); R(__open64_2); R(__openat_2); R(__openat64_2);
 	real_fclose = dlsym(RTLD_NEXT, "fclose");
 	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
 	usmc_real_sigaction = real_sigaction;

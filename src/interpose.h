@@ -50,8 +50,12 @@ static inline ssize_t ret(ssize_t r)
 #define SHED_RETRY(call)						\
 	({								\
 		__typeof__(call) r_ = (call);				\
-		if (r_ < 0 && errno == EMFILE && usmc_shed())		\
-			r_ = (call);					\
+		if (r_ < 0 && errno == EMFILE) {			\
+			if (usmc_shed())				\
+				r_ = (call);				\
+			else						\
+				errno = EMFILE;				\
+		}							\
 		r_;							\
 	})
 

@@ -73,8 +73,8 @@ EXPORT int openat64(int dfd, const char *path, int flags, ...)
 	return SHED_RETRY(real.openat64(dfd, path, flags, mode));
 }
 
-/* _FORTIFY_SOURCE's entry points for flags not known at compile time
- * (no mode: glibc fails a creating open without one at compile time). */
+/* _FORTIFY_SOURCE's entry points for flags not known at compile time:
+ * libc's own, which check the flags as without usmc. */
 int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
 int __openat_2(int dfd, const char *path, int flags);
@@ -82,26 +82,26 @@ int __openat64_2(int dfd, const char *path, int flags);
 
 EXPORT int __open_2(const char *path, int flags)
 {
-	ENSURE_REAL(open);
-	return SHED_RETRY(real.open(path, flags, 0));
+	ENSURE_REAL(__open_2);
+	return SHED_RETRY(real.__open_2(path, flags));
 }
 
 EXPORT int __open64_2(const char *path, int flags)
 {
-	ENSURE_REAL(open64);
-	return SHED_RETRY(real.open64(path, flags, 0));
+	ENSURE_REAL(__open64_2);
+	return SHED_RETRY(real.__open64_2(path, flags));
 }
 
 EXPORT int __openat_2(int dfd, const char *path, int flags)
 {
-	ENSURE_REAL(openat);
-	return SHED_RETRY(real.openat(dfd, path, flags, 0));
+	ENSURE_REAL(__openat_2);
+	return SHED_RETRY(real.__openat_2(dfd, path, flags));
 }
 
 EXPORT int __openat64_2(int dfd, const char *path, int flags)
 {
-	ENSURE_REAL(openat64);
-	return SHED_RETRY(real.openat64(dfd, path, flags, 0));
+	ENSURE_REAL(__openat64_2);
+	return SHED_RETRY(real.__openat64_2(dfd, path, flags));
 }
 
 EXPORT int pipe(int fds[2])

@@ -66,6 +66,10 @@ struct usmc_real {
 	int (*open64)(const char *, int, ...);
 	int (*openat)(int, const char *, int, ...);
 	int (*openat64)(int, const char *, int, ...);
+	int (*__open_2)(const char *, int);
+	int (*__open64_2)(const char *, int);
+	int (*__openat_2)(int, const char *, int);
+	int (*__openat64_2)(int, const char *, int);
 	int (*pipe)(int[2]);
 	int (*pipe2)(int[2], int);
 	int (*eventfd)(unsigned int, int);

@@ -13,12 +13,28 @@
  *               or succeed, but never with a number that was a doorbell;
  *               then both blocked reads get their byte.
  *
+ *   queued_after_close  a client sends "hello" and closes before the
+ *               server accepts; the client process then runs out of
+ *               descriptors (open() until EMFILE).  The shed freed the
+ *               client's link group, whose slot still held the unread
+ *               bytes: the server's accept found it gone and read
+ *               ECONNRESET.  Now an owned link group goes only once the
+ *               server side let go of every slot: "hello", then EOF.
+ *   signal_open  a signal handler calls open() at EMFILE (async-signal-
+ *               safe) while the thread it interrupted is in socket() and
+ *               close() holding usmc's descriptor-table lock: the shed
+ *               waited for that lock forever.  Now it gives up (bounded).
+ *
  * Run plain, under ASan and TSan.
  */
 #include "t_util.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 
 #define LIMIT	128
 
@@ -102,8 +118,109 @@ static void check_busy_bells(void)
 	close(s);
 }
 
+static void set_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	t_ok(getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_max < n)
+		t_skip("RLIMIT_NOFILE hard limit too low");
+	rl.rlim_cur = n;
+	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+}
+
+static void check_queued_after_close(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), sv[2], s, n, got = 0;
+	char buf[64];
+	pid_t pid;
+
+	t_sync_pair(sv);
+	pid = fork();
+	t_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (!pid) {
+		int c;
+
+		close(sv[0]);
+		set_nofile(64);
+		c = t_connect(port);
+		t_write_all(c, "hello", 5);
+		close(c);
+		while (open("/dev/null", O_RDONLY) >= 0)
+			;
+		if (errno != EMFILE)
+			_exit(3);
+		t_sync_post(sv[1]);
+		t_sync_wait(sv[1]);	/* alive until the server read */
+		_exit(0);
+	}
+	close(sv[1]);
+	t_sync_wait(sv[0]);
+	s = t_accept(lfd);
+	while ((n = (int)recv(s, buf + got, sizeof(buf) - (size_t)got, 0)) > 0)
+		got += n;
+	t_assert(got == 5 && !memcmp(buf, "hello", 5) && n == 0,
+		 "server read %d bytes '%.*s', then %d (%s): TCP gives 'hello' and EOF",
+		 got, got, buf, n, n < 0 ? strerror(errno) : "EOF");
+	t_sync_post(sv[0]);
+	t_wait_child(pid, "client child");
+	close(s);
+	close(lfd);
+	close(sv[0]);
+}
+
+static volatile sig_atomic_t h_emfile, h_ok;
+
+static void open_in_handler(int sig)
+{
+	int e = errno, fd = open("/dev/null", O_RDONLY);
+
+	(void)sig;
+	if (fd >= 0) {
+		close(fd);
+		h_ok++;
+	} else if (errno == EMFILE) {
+		h_emfile++;
+	}
+	errno = e;
+}
+
+static void check_signal_open(void)
+{
+	struct sigaction sa = { .sa_handler = open_in_handler };
+	struct itimerval it = { { 0, 200 }, { 0, 200 } }, off = { { 0, 0 }, { 0, 0 } };
+	int fill[LIMIT], nfill = 0, i, fd;
+
+	set_nofile(LIMIT);
+	while ((fd = dup(0)) >= 0) {
+		t_assert(nfill < LIMIT, "dup beyond RLIMIT_NOFILE");
+		fill[nfill++] = fd;
+	}
+	/* Room for one socket: the handler's open() finds none while the
+	 * loop holds it. */
+	t_assert(nfill >= 2, "table too full to start");
+	close(fill[--nfill]);
+	t_ok(sigaction(SIGALRM, &sa, NULL));
+	t_ok(setitimer(ITIMER_REAL, &it, NULL));
+	for (i = 0; i < 50000; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (s >= 0)
+			close(s);
+	}
+	t_ok(setitimer(ITIMER_REAL, &off, NULL));
+	signal(SIGALRM, SIG_DFL);
+	t_info("handler: %d opens at EMFILE, %d opened", (int)h_emfile, (int)h_ok);
+	t_assert(h_emfile > 0, "the handler never met EMFILE");
+	for (i = 0; i < nfill; i++)
+		close(fill[i]);
+}
+
 static const struct t_check checks[] = {
 	{ "busy_bells", check_busy_bells },
+	{ "queued_after_close", check_queued_after_close },
+	{ "signal_open", check_signal_open },
 };
 
 int main(int argc, char **argv)
