@@ -36,6 +36,8 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
 #define USMC_CONN_FDS	2
 /* 0, or the reason this connection cannot use shared memory (resources). */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd);
+/* shed.c: out of descriptors: give some of usmc's back; true if any went. */
+bool usmc_shed(void);
 struct usmc_lgr;
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
 			bool fresh);

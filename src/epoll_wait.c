@@ -264,7 +264,7 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 	if (ep->selfev < 0) {
 		struct epoll_event ev = { .events = EPOLLIN };
 
-		ep->selfev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		ep->selfev = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (ep->selfev < 0)
 			return;
 		usmc_ifd_mark(ep->selfev);
@@ -291,7 +291,7 @@ static void ep_wake(struct usmc_ep *ep)
 
 		if (epfd < 0)
 			return;
-		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		fd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (fd < 0)
 			return;
 		usmc_ifd_mark(fd);
@@ -512,7 +512,9 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 			usmc_sock_refresh(r->sk, fd);
 		}
 		ep_tcp_event(r);
-	} else if (++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+	} else if (r->translated && ++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
+		/* Not translated any more (shed.c moved the socket to TCP and
+		 * resynced it under ep_lock): its doorbell may be closed. */
 		/* Edge-triggered: the FIFO is never read otherwise; empty it
 		 * before it fills (a full FIFO loses rings). */
 		r->sk->lgr->dev->drain(r->sk->bell_own);
@@ -757,6 +759,21 @@ void usmc_epoll_sock_changed(struct usmc_sock *sk)
 		if (r->ep->nested)
 			ep_selfev_update(r->ep, ep_fd_of(r->ep));
 	pthread_mutex_unlock(&ep_lock);
+}
+
+bool usmc_epoll_sock_resync(struct usmc_sock *sk)
+{
+	struct usmc_epreg *r, *next;
+
+	if (!usmc_lock_bounded(&ep_lock))
+		return false;
+	for (r = sk->epregs; r; r = next) {
+		next = r->sk_next;
+		if (r->translated != ep_want_translated(sk))
+			ep_reg_sync(r);
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return true;
 }
 
 bool usmc_epoll_has_ready(int epfd)

@@ -135,6 +135,53 @@ void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *
 	}
 }
 
+static void quiet_zero(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+{
+	sk->shed_entries = 0;
+}
+
+static void quiet_count(int fd __unused, struct usmc_sock *sk, void *arg __unused)
+{
+	sk->shed_entries++;
+}
+
+struct quiet_ctx {
+	const struct usmc_sock *mine;
+	bool quiet;
+};
+
+static void quiet_check(int fd __unused, struct usmc_sock *sk, void *arg)
+{
+	struct quiet_ctx *q = arg;
+
+	/* Listeners never have doorbells; a connection that went back to
+	 * SK_TCP may have had them. */
+	if (sk->kind != SK_LISTEN &&
+	    atomic_load(&sk->ref) != sk->shed_entries + (sk == q->mine))
+		q->quiet = false;
+}
+
+/*
+ * Entries only change under fdtab_lock, so the counts hold; references
+ * rise without it (usmc_fd_get), but a call that takes one after our load
+ * loads what the caller stored before its fence (its reference is a
+ * seq_cst read-modify-write before its loads).
+ */
+bool usmc_fd_quiet(const struct usmc_sock *mine)
+{
+	struct quiet_ctx q = { .mine = mine, .quiet = true };
+
+	/* A signal handler's call at EMFILE may interrupt this thread inside
+	 * the lock: then nothing is quiet (shed.c gives nothing back). */
+	if (!usmc_lock_bounded(&fdtab_lock))
+		return false;
+	usmc_fd_foreach(quiet_zero, NULL);
+	usmc_fd_foreach(quiet_count, NULL);
+	usmc_fd_foreach(quiet_check, &q);
+	pthread_mutex_unlock(&fdtab_lock);
+	return q.quiet;
+}
+
 struct find_ctx {
 	struct usmc_sock *sk;
 	int fd;

@@ -73,6 +73,10 @@ struct usmc_sock *usmc_fd_remove(int fd);
 void usmc_fd_dup(int oldfd, int newfd);
 /* Call fn for every tracked descriptor (fork, exec, exit). */
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
+/* No call of this process holds a socket of the table that may have had
+ * doorbells (every reference is a table entry; mine: one more, the
+ * caller's own).  Caller: a full fence after its stores callers must see. */
+bool usmc_fd_quiet(const struct usmc_sock *mine);
 void usmc_fd_after_fork(void);
 /* The process ends: drop its share of every socket (once); settle: exit()
  * rather than _exit(), connections are looked at once more for the counters. */

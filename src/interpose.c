@@ -61,6 +61,8 @@ void usmc_real_init(void)
 	R(select); R(pselect); R(epoll_create); R(epoll_create1); R(epoll_ctl);
 	R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(dup); R(dup2); R(dup3);
 	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
+	R(open); R(open64); R(openat); R(openat64); R(pipe); R(pipe2); R(eventfd);
+	R(__open_2); R(__open64_2); R(__openat_2); R(__openat64_2);
 	real_fclose = dlsym(RTLD_NEXT, "fclose");
 	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
 	usmc_real_sigaction = real_sigaction;
@@ -191,7 +193,7 @@ EXPORT int socket(int domain, int type, int protocol)
 	int fd;
 
 	ENSURE_REAL(socket);
-	fd = real.socket(domain, type, protocol);
+	fd = SHED_RETRY(real.socket(domain, type, protocol));
 	if (fd >= 0 && is_tcp(domain, type, protocol))
 		track_new(fd, type & SOCK_NONBLOCK);
 	return fd;
@@ -242,9 +244,9 @@ static int sock_accept(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 	if (!sk || sk->kind != SK_LISTEN) {
 		if (sk)
 			usmc_sock_put(sk);
-		return real.accept4(fd, sa, salen, flags);
+		return SHED_RETRY(real.accept4(fd, sa, salen, flags));
 	}
-	rc = usmc_sock_accept(sk, fd, sa, salen, flags);
+	rc = SHED_RETRY(usmc_sock_accept(sk, fd, sa, salen, flags));
 	usmc_sock_put(sk);
 	return rc;
 }
@@ -418,7 +420,7 @@ static int dup_common(int oldfd, int newfd, int rc)
 EXPORT int dup(int fd)
 {
 	ENSURE_REAL(dup);
-	return dup_common(fd, -1, real.dup(fd));
+	return dup_common(fd, -1, SHED_RETRY(real.dup(fd)));
 }
 
 static bool dup_target_ok(int oldfd, int newfd)
@@ -484,7 +486,10 @@ static int fcntl_common(int fd, int cmd, long arg)
 	int rc;
 
 	ENSURE_REAL(fcntl);
-	rc = real.fcntl(fd, cmd, arg);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		rc = SHED_RETRY(real.fcntl(fd, cmd, arg));
+	else
+		rc = real.fcntl(fd, cmd, arg);
 	if (rc < 0)
 		return rc;
 	switch (cmd) {

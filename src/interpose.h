@@ -8,6 +8,7 @@
 #ifndef USMC_INTERPOSE_H
 #define USMC_INTERPOSE_H
 
+#include "af_usmc.h"
 #include "real.h"
 #include "sock.h"
 
@@ -39,6 +40,24 @@ static inline ssize_t ret(ssize_t r)
 	}
 	return r;
 }
+
+/*
+ * A call that makes a descriptor: out of them (EMFILE), usmc gives its own
+ * back (shed.c) and the call is tried once more, so the application runs
+ * out where it would over TCP.  The call is evaluated twice: no side
+ * effects in its arguments.
+ */
+#define SHED_RETRY(call)						\
+	({								\
+		__typeof__(call) r_ = (call);				\
+		if (r_ < 0 && errno == EMFILE) {			\
+			if (usmc_shed())				\
+				r_ = (call);				\
+			else						\
+				errno = EMFILE;				\
+		}							\
+		r_;							\
+	})
 
 /* Account n bytes that went through the kernel on a tracked socket. */
 void usmc_tcp_count(struct usmc_sock *sk, ssize_t n, bool tx);

@@ -107,7 +107,7 @@ EXPORT int epoll_create(int size)
 	int fd;
 
 	ENSURE_REAL(epoll_create);
-	fd = real.epoll_create(size);
+	fd = SHED_RETRY(real.epoll_create(size));
 	if (fd >= 0)
 		usmc_epoll_created(fd);
 	return fd;
@@ -118,7 +118,7 @@ EXPORT int epoll_create1(int flags)
 	int fd;
 
 	ENSURE_REAL(epoll_create1);
-	fd = real.epoll_create1(flags);
+	fd = SHED_RETRY(real.epoll_create1(flags));
 	if (fd >= 0)
 		usmc_epoll_created(fd);
 	return fd;

@@ -53,6 +53,7 @@ static int lgr_bells_alloc(struct usmc_lgr *l)
 	for (i = 0; i < l->nslots; i++) {
 		l->bells[i].own = l->bells[i].peer = -1;
 		l->bells[i].backed[0] = l->bells[i].backed[1] = 0;
+		l->bells[i].users = 0;
 	}
 	return 0;
 }
@@ -355,8 +356,76 @@ int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer)
 	}
 	*own = b->own;
 	*peer = b->peer;
+	/* Counted before the lock goes: a shed (usmc_lgr_shed) never closes
+	 * numbers handed out to a socket not yet in the descriptor table. */
+	if (!rc)
+		b->users++;
 	pthread_mutex_unlock(&l->lock);
 	return rc;
+}
+
+void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta)
+{
+	struct usmc_lgr_bell *b = &l->bells[slot];
+
+	pthread_mutex_lock(&l->lock);
+	if (delta > 0 || b->users)
+		b->users += (uint32_t)delta;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* Nothing of an owned link group is still wanted by the server side: a
+ * slot left DRAIN (a closed client's bytes the server has yet to read, or
+ * a proposal it has yet to take) needs the files the owner removes. */
+static bool lgr_slots_free(struct usmc_lgr *l)
+{
+	uint32_t i;
+
+	for (i = 0; i < l->nslots; i++)
+		if (LOAD_ACQUIRE(&l->ctrl[i].c.state) != SLOT_FREE)
+			return false;
+	return true;
+}
+
+/*
+ * Callers make sure no call holds a number closed here (shed.c).  Bounded
+ * locks: a signal handler's open() at EMFILE may interrupt this thread
+ * inside the lock it would wait for; then it gets nothing back.
+ */
+int usmc_lgr_shed(void)
+{
+	struct usmc_lgr **pp, *l;
+	int n = 0;
+	uint32_t i;
+
+	if (!usmc_lock_bounded(&lgr_list_lock))
+		return 0;
+	for (pp = &lgr_list; (l = *pp);) {
+		if (!l->refs && (!l->owner || lgr_slots_free(l))) {
+			*pp = l->next;
+			n += 1 + (l->mem_fd >= 0);
+			lgr_free(l);
+			continue;
+		}
+		if (!usmc_lock_bounded(&l->lock)) {
+			pp = &l->next;
+			continue;
+		}
+		for (i = 0; i < l->nslots; i++) {
+			struct usmc_lgr_bell *b = &l->bells[i];
+
+			if (b->users || b->own < 0)
+				continue;
+			usmc_ifd_close(b->own);
+			usmc_ifd_close(b->peer);
+			b->own = b->peer = -1;
+			n += 2;
+		}
+		pthread_mutex_unlock(&l->lock);
+		pp = &l->next;
+	}
+	pthread_mutex_unlock(&lgr_list_lock);
+	return n;
 }
 
 void usmc_lgr_after_fork(void)

@@ -43,6 +43,7 @@ struct usmc_lgr_bell {
 	uint32_t backed[2];		/* ring bytes this process backed, by dir
 					 * (dmb_reserve; written under the tx_lock of
 					 * the slot's connection) */
+	uint32_t users;			/* connections of ours using them (lock) */
 };
 
 struct usmc_lgr {
@@ -92,8 +93,14 @@ void usmc_lgr_put(struct usmc_lgr *l);
  * unless it becomes the link group's). */
 int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out);
 
-/* Both: doorbell descriptors for a slot (cached, owned by the lgr). */
+/* Both: doorbell descriptors for a slot (cached, owned by the lgr), with a
+ * use counted (usmc_lgr_bells_use(l, slot, -1) lets go). */
 int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer);
+/* A connection of ours stops (-1) using a slot's doorbells. */
+void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta);
+/* Out of descriptors (shed.c): close the doorbells no connection of ours
+ * uses and the link groups nothing uses; how many descriptors went. */
+int usmc_lgr_shed(void);
 
 /* After fork: the child allocates from link groups of its own. */
 void usmc_lgr_after_fork(void);

@@ -354,6 +354,18 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 		usmc_family_unlock(&sk->sh->tx_lock);
 		return -EIO;
 	}
+	/* Shedding descriptors (shed.c) moves only a connection whose peer
+	 * read all of ours: looked at here, under tx_lock, so no send slips
+	 * in and leave_exchange never waits for room on TCP inside the
+	 * application's socket() or accept(). */
+	if (reason == USMC_R_LIMIT &&
+	    (m != USMC_MODE_SMCD ||
+	     ring_head(LOAD_ACQUIRE(&sk->tx_c->cons), LOAD_RELAXED(&sk->sh->tx_skip),
+		       LOAD_RELAXED(&sk->sh->tx_prod)) != LOAD_RELAXED(&sk->sh->tx_prod))) {
+		usmc_family_unlock(&sk->sh->rx_lock);
+		usmc_family_unlock(&sk->sh->tx_lock);
+		return -EBUSY;
+	}
 	/* After our last prod and our last cons: release pairs with the
 	 * peer's acquire of the flags in usmc_migrate_follow()/rx.  Dekker
 	 * with a peer leaving at the same time (seq_cst flag, fence, load of

@@ -61,6 +61,18 @@ struct usmc_real {
 	int (*setsockopt)(int, int, int, const void *, socklen_t);
 	int (*close_range)(unsigned int, unsigned int, int);
 	int (*execve)(const char *, char *const[], char *const[]);
+	/* Calls that only make descriptors (interpose_open.c). */
+	int (*open)(const char *, int, ...);
+	int (*open64)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*openat64)(int, const char *, int, ...);
+	int (*__open_2)(const char *, int);
+	int (*__open64_2)(const char *, int);
+	int (*__openat_2)(int, const char *, int);
+	int (*__openat64_2)(int, const char *, int);
+	int (*pipe)(int[2]);
+	int (*pipe2)(int[2], int);
+	int (*eventfd)(unsigned int, int);
 };
 
 extern struct usmc_real real;

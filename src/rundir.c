@@ -112,7 +112,7 @@ int usmc_rundir_init(void)
 		usmc_dbg(1, "runtime directory %s: mkdir: %s", rundir_path, strerror(errno));
 		goto out;
 	}
-	dfd = open(rundir_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = sys_openat(AT_FDCWD, rundir_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (dfd < 0) {
 		rc = -errno;
 		snprintf(rundir_why, sizeof(rundir_why), "cannot be opened: %s%s", strerror(errno),
@@ -165,7 +165,7 @@ static int rundir_open_type(const char *name, int flags, mode_t mode, bool fifo)
 	if (flags & O_CREAT)
 		flags |= O_EXCL;
 	/* O_NONBLOCK: a FIFO where a file should be never blocks the open. */
-	fd = openat(rundir_dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	fd = sys_openat(rundir_dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
 	usmc_ifd_mark(fd);
@@ -324,7 +324,7 @@ static int gc_lgr_dir(const char *name)
 		return 0;	/* not ours to judge (or planted): left alone */
 	}
 	/* The owner is gone (or died before creating mem): remove it all. */
-	dfd = openat(rundir_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = sys_openat(rundir_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (dfd < 0)
 		return 0;
 	d = fdopendir(dfd);
@@ -366,7 +366,7 @@ int usmc_rundir_gc(void)
 
 	if (usmc_rundir_init())
 		return 0;
-	dfd = openat(rundir_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = sys_openat(rundir_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (dfd < 0)
 		return 0;
 	d = fdopendir(dfd);

@@ -87,7 +87,7 @@ static int seccomp_mode(void)
 	ssize_t n;
 	int fd;
 
-	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	fd = sys_openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == EACCES || errno == EPERM ? 2 : -1;
 	while (len < sizeof(buf) - 1 && (n = sys_read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)

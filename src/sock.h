@@ -142,7 +142,10 @@ struct usmc_sock {
 	struct usmc_cdc_prod *tx_p, *rx_p;	/* ours / the peer's */
 	struct usmc_cdc_cons *tx_c, *rx_c;	/* the peer's / ours */
 	uint8_t *tx_ring, *rx_ring;
-	int bell_own, bell_peer;
+	int bell_own, bell_peer;	/* loaded without sk->lock by calls holding a
+					 * reference (shed.c closes them only when no
+					 * call does) */
+	int shed_entries;		/* fdtab.c usmc_fd_quiet's count, under fdtab_lock */
 	unsigned int bell_unread;	/* epoll: wake-ups seen since the last drain */
 	struct usmc_stats_conn *st;
 	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */

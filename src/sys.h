@@ -88,6 +88,18 @@ static inline ssize_t sys_write(int fd, const void *buf, size_t len)
 	return sys_ret(usmc_sys(SYS_write, fd, buf, len));
 }
 
+/* Internal opens never reach libusmc's own open()/eventfd() wrappers
+ * (interpose_open.c), which may give descriptors back (shed.c). */
+static inline int sys_openat(int dfd, const char *path, int flags, unsigned int mode)
+{
+	return (int)sys_ret(usmc_sys6(SYS_openat, dfd, (long)path, flags, mode, 0, 0));
+}
+
+static inline int sys_eventfd(unsigned int val, int flags)
+{
+	return (int)sys_ret(usmc_sys(SYS_eventfd2, val, flags, 0));
+}
+
 static inline int sys_fcntl(int fd, int cmd, long arg)
 {
 	return (int)sys_ret(usmc_sys(SYS_fcntl, fd, cmd, arg));

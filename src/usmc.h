@@ -12,6 +12,9 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -131,6 +134,29 @@ static inline void cpu_relax(void)
 #else
 	__asm__ __volatile__("" ::: "memory");
 #endif
+}
+
+/*
+ * Lock m unless that takes long: for descriptor shedding (shed.c), which
+ * may run in a signal handler that interrupted this very thread inside m,
+ * where a plain lock never returns.  That case is mostly seen at once
+ * (glibc records the owner's thread id in a mutex it holds; not in the
+ * instants around lock and unlock); otherwise a few hundred spins (some
+ * microseconds) wait out another thread's short hold, and a longer one
+ * makes the shed give nothing back.
+ */
+static inline bool usmc_lock_bounded(pthread_mutex_t *m)
+{
+	int i;
+
+	for (i = 0; i < 256; i++) {
+		if (!pthread_mutex_trylock(m))
+			return true;
+		if (__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == gettid())
+			return false;
+		cpu_relax();
+	}
+	return false;
 }
 
 /*

@@ -41,7 +41,8 @@ static const struct {
 	[USMC_R_PERMISSION]	= { "permission", "the peer's user is not allowed",
 				    "run both ends as one user (nginx: add 'user <you>;'), or allow "
 				    "the other user on both ends: usmc run -a UID / USMC_ALLOW" },
-	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit",
+	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit (also: moved to TCP to give "
+				    "descriptors back when the program ran out)",
 				    "raise the descriptor limit (ulimit -n; usmc needs two per "
 				    "connection in the upper half) or USMC_LGR_SLOTS" },
 	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted",

@@ -441,3 +441,169 @@ def test_nofile_accepts_as_tcp(rundir, procs, rscripts):
         "accept() failed under usmc where TCP accepted all %d: %s\naccepted fds %s" % (
             n, re.findall(rb"ACCEPT FAIL.*", srv.stdout()), accepted_fds(srv))
     assert srv.popen.returncode == 0 and cl.popen.returncode == 0, procs.diag()
+
+
+# Descriptors a usmc server keeps for serving on shared memory, beyond what
+# the same library keeps when disabled: see test_nofile_holds_as_many_as_tcp.
+USMC_KEEP = 3
+
+
+def held_until_emfile(srv):
+    """Connections the --hold server accepted before its accept() failed."""
+    return len(accepted_fds(srv)), b"ACCEPT FAIL" in srv.stdout()
+
+
+@pytest.mark.timeout(300, method="signal")
+def test_nofile_holds_as_many_as_tcp(rundir, procs, rscripts):
+    """Issue 15 row 12: RLIMIT_NOFILE 64, a Python server accepting and
+    holding connections.  Interposed TCP (USMC_DISABLE=1: the same library,
+    its runtime-directory, counters and family descriptors open) holds some
+    number K before accept() fails with EMFILE.  Under usmc the server holds
+    all but the few descriptors usmc keeps while it serves on shared memory
+    (the listener's CLC index, locked while it listens; the client's link
+    group, mapped while connections that were on it live; at most USMC_KEEP
+    here): when the application needs the doorbells usmc keeps in the upper
+    half of the table, usmc gives them back (src/shed.c), moving
+    connections to TCP (limit_reached), every byte of every connection in
+    order.  It used to hold 28 where TCP holds 59 (K - 3 now)."""
+    wrap = ["prlimit", "--nofile=%d:%d" % (NOFILE, NOFILE), "--", str(h.USMC), "run", "--"]
+    tcp_env = rundir.env(USMC_DISABLE=1)
+    srv, cl = exchange(rundir, procs, rscripts, tcp_env, rundir.env(), n=NOFILE, par=NOFILE,
+                       maxsize=4 << 10, server_extra=("--hold",), wrap=wrap, seed=3,
+                       check=False)
+    k, failed = held_until_emfile(srv)
+    assert failed and NOFILE // 2 < k < NOFILE, "interposed TCP held %d (EMFILE: %s)\n%s" % (
+        k, failed, procs.diag())
+    rundir.reset()
+    env = rundir.env(debug=True)
+    n = k - USMC_KEEP
+    srv, cl = exchange(rundir, procs, rscripts, env, env, n=n, par=n, maxsize=4 << 10,
+                       server_extra=("--hold",), wrap=wrap, seed=3)
+    held, failed = held_until_emfile(srv)
+    assert held == n and not failed, "usmc held %d, interposed TCP %d\n%s" % (
+        held, k, procs.diag())
+    st = rundir.settle(ends(n))
+    diag = "held %d\n%s" % (held, procs.diag())
+    assert st.get("smc_server", 0) >= 1, "nothing accelerated\n" + diag
+    assert st["handshake_errors"] == 0 and st["aborts"] == {}, h.fmt_stat(st) + diag
+    assert st["tcp_fallback"].get("limit_reached", 0) >= 1, h.fmt_stat(st) + diag
+    assert set(st["tcp_fallback"]) <= {"limit_reached", "peer_moved_to_tcp"}, \
+        h.fmt_stat(st) + diag
+
+
+# A server that fills its descriptor table itself, as Twisted's
+# test_closePeerOnEMFILE does (os.dup(0) until EMFILE), then accepts.
+FILL_SERVER = r'''
+import os, socket, sys
+how, n = sys.argv[1], int(sys.argv[2])
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(64)
+print("PORT", ls.getsockname()[1], flush=True)
+conns = [ls.accept()[0] for _ in range(n)]
+
+def echo(c, size):
+    got = b""
+    while len(got) < size:
+        b = c.recv(size - len(got))
+        assert b, "EOF"
+        got += b
+    c.sendall(got)
+
+for c in conns:
+    echo(c, 4096)
+for c in conns:            # the client read all of ours: an ack each
+    assert c.recv(1) == b"A"
+held = []
+make = {"dup": lambda: [os.dup(0)], "open": lambda: [os.open("/dev/null", os.O_RDONLY)],
+        "pipe": lambda: list(os.pipe())}[how]
+for fill in (make, lambda: [os.dup(0)]):   # pipe() leaves one when one is free
+    while True:
+        try:
+            held += fill()
+        except OSError as e:
+            assert e.errno == 24, e
+            break
+print("FILLED", len(held), flush=True)
+late = None
+try:
+    late = ls.accept()[0]
+    print("ACCEPT OK", flush=True)
+except OSError as e:
+    print("ACCEPT", "EMFILE" if e.errno == 24 else e, flush=True)
+for fd in held:
+    os.close(fd)
+conns.append(late or ls.accept()[0])
+for c in conns:
+    echo(c, 65536)
+print("DONE", flush=True)
+'''
+
+FILL_CLIENT = r'''
+import os, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+cs = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+
+def round_trip(c, data):
+    c.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        b = c.recv(len(data) - len(got))
+        assert b, "EOF"
+        got += b
+    assert got == data, "bytes differ"
+
+for i, c in enumerate(cs):
+    round_trip(c, bytes((i + j) % 251 for j in range(4096)))
+for c in cs:
+    c.sendall(b"A")
+cs.append(socket.create_connection(("127.0.0.1", port)))
+for i, c in enumerate(cs):
+    round_trip(c, os.urandom(65536))
+print("CLIENT OK", flush=True)
+'''
+
+
+def fill_run(procs, tmp_path, env, how, n):
+    """FILL_SERVER under RLIMIT_NOFILE 64 and usmc run, FILL_CLIENT under
+    usmc; returns (descriptors the server filled, what its accept() gave)."""
+    (tmp_path / "fill_server.py").write_text(FILL_SERVER)
+    (tmp_path / "fill_client.py").write_text(FILL_CLIENT)
+    wrap = ["prlimit", "--nofile=%d:%d" % (NOFILE, NOFILE), "--", str(h.USMC), "run", "--"]
+    srv = procs.start("fill-server", [*wrap, h.PY, tmp_path / "fill_server.py", how, n], env,
+                      usmc=False)
+    h.wait_line(srv, "PORT")
+    port = int(re.search(rb"PORT (\d+)", srv.stdout()).group(1))
+    procs.run("fill-client", [h.PY, tmp_path / "fill_client.py", port, n], env, timeout=60)
+    assert srv.wait(60) == 0, srv.diag()
+    out = srv.stdout()
+    assert b"DONE" in out, srv.diag()
+    return (int(re.search(rb"FILLED (\d+)", out).group(1)),
+            re.search(rb"ACCEPT (.*)", out).group(1).decode())
+
+
+@pytest.mark.timeout(240, method="signal")
+@pytest.mark.parametrize("how", ["dup", "open", "pipe"])
+def test_nofile_filled_by_the_program(rundir, procs, tmp_path, how):
+    """A program that fills its own descriptor table (dup, open or pipe
+    until EMFILE) while it holds accelerated connections, then accepts:
+    accept() fails with EMFILE as over TCP (USMC_DISABLE=1, the same
+    library), because the filling calls already took usmc's doorbells back
+    (src/shed.c: the connections moved to TCP, limit_reached); the program
+    got all but USMC_KEEP of the descriptors TCP gave it; after it closes
+    them, the pending connection is accepted and every connection, moved or
+    not, carries 64 KB each way, byte for byte.  Without shedding at the
+    filling call, the accept succeeded under usmc where TCP failed it
+    (Twisted's test_closePeerOnEMFILE)."""
+    n = 8
+    tcp_filled, tcp_accept = fill_run(procs, tmp_path, rundir.env(USMC_DISABLE=1), how, n)
+    assert tcp_accept == "EMFILE", tcp_accept
+    rundir.reset()
+    filled, accept = fill_run(procs, tmp_path, rundir.env(debug=True), how, n)
+    st = rundir.settle(ends(n + 1))
+    diag = "filled %d (TCP %d), accept %s\n%s\n%s" % (filled, tcp_filled, accept,
+                                                      h.fmt_stat(st), procs.diag())
+    assert accept == "EMFILE", diag
+    assert tcp_filled - USMC_KEEP <= filled <= tcp_filled, diag
+    assert st["smc_server"] >= 1 and st["tcp_fallback"].get("limit_reached", 0) >= 2, diag
+    assert st["handshake_errors"] == 0 and st["aborts"] == {}, diag
