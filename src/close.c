@@ -18,6 +18,30 @@
 #include "real.h"
 #include "sock.h"
 
+/*
+ * shutdown(SHUT_WR) while our ring's bytes are still moving to TCP: the
+ * kernel's FIN now would end the peer's stream short of them (a declined
+ * client half-closing while its recv() moves them, seen as an empty
+ * stream and EPIPE in test_decline_half_closed_client).  The pump sends
+ * it after the last of them (SKF_SHUT_WR, migrate.c), now or in a later
+ * call; if the move ended meanwhile, it goes here, once (SKF_TCP_SHUT).
+ */
+static int shutdown_moving(struct usmc_sock *sk, int fd, int how)
+{
+	atomic_fetch_or(&sk->sh->flags, SKF_SHUT_WR);
+	usmc_migrate_pump(sk, fd, false);
+	if (sk_mode(sk) != USMC_MODE_MIGRATING &&
+	    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT) &&
+	    real.shutdown(fd, SHUT_WR))
+		return -errno;
+	if (how == SHUT_RDWR) {
+		sk_set_flag(sk, SKF_SHUT_RD);
+		if (real.shutdown(fd, SHUT_RD))
+			return -errno;
+	}
+	return 0;
+}
+
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 {
 	uint32_t mode;
@@ -26,6 +50,8 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 		return -EINVAL;
 	usmc_server_resolve(sk, fd, true);
 	mode = sk_mode(sk);
+	if (mode == USMC_MODE_MIGRATING && how != SHUT_RD)
+		return shutdown_moving(sk, fd, how);
 	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
 		return USMC_PASS;
 	if (sk_flag(sk, SKF_CONNECTING))

@@ -73,7 +73,8 @@ int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block)
 			 * application had shut the ring down; what we still
 			 * have to read from our ring keeps the socket
 			 * translated until it is read. */
-			if ((LOAD_RELAXED(&sk->tx_p->flags) & CDC_F_DONE) &&
+			if (((LOAD_RELAXED(&sk->tx_p->flags) & CDC_F_DONE) ||
+			     sk_flag(sk, SKF_SHUT_WR)) &&
 			    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT))
 				real.shutdown(fd, SHUT_WR);
 			sk->tx_done = true;

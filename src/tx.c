@@ -456,10 +456,17 @@ static size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, 
  * peer goes out on TCP first (migrate.c), then the caller's bytes, which
  * the kernel sends (USMC_PASS).  Called without tx_lock.
  */
-static ssize_t tx_moved(struct usmc_sock *sk, int fd, bool nonblock)
+static ssize_t tx_moved(struct usmc_sock *sk, int fd, bool nonblock, int flags)
 {
-	int rc = usmc_migrate_pump(sk, fd, !nonblock);
+	int rc;
 
+	/* Shut down while moving: our FIN may still wait for the ring's
+	 * bytes (close.c), and nothing may go after it. */
+	if (sk_flag(sk, SKF_SHUT_WR)) {
+		usmc_migrate_pump(sk, fd, false);
+		return tx_fail(-EPIPE, flags);
+	}
+	rc = usmc_migrate_pump(sk, fd, !nonblock);
 	return rc ? rc : USMC_PASS;
 }
 
@@ -512,7 +519,7 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 	}
 	if (sk_mode(sk) == USMC_MODE_MIGRATING || sk_mode(sk) == USMC_MODE_TCP) {
 moved:
-		return tx_moved(sk, fd, nonblock);
+		return tx_moved(sk, fd, nonblock, flags);
 	}
 	if (!total)
 		return 0;
@@ -629,7 +636,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
-		return tx_moved(sk, fd, nonblock);
+		return tx_moved(sk, fd, nonblock, 0);
 	rc = tx_lock(sk, false);
 	if (rc)
 		return rc;
@@ -644,7 +651,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			if (done)
 				break;
 			tx_unlock(sk, fd, false);
-			return tx_moved(sk, fd, nonblock);
+			return tx_moved(sk, fd, nonblock, 0);
 		}
 		rc = tx_state(sk, !done);
 		if (rc == 1) {

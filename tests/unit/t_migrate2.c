@@ -10,6 +10,16 @@
  * TCP, and read the rest of the other's.  Every byte of both streams is
  * checked: a byte lost, duplicated or reordered by the double move shows as
  * a wrong byte or a read that never completes (alarm).
+ *
+ *   shut_while_moving  a client writes 1 MB into its ring, proposed; the
+ *                      server (another process) declines, and its socket
+ *                      takes little at once; the client sees the decline,
+ *                      its bytes start moving to TCP, and it calls
+ *                      shutdown(SHUT_WR) before they are all out.  The
+ *                      server must read every byte, then EOF: the kernel's
+ *                      FIN used to go at once, ending the stream short of
+ *                      them (test_exhaustion::test_decline_half_closed_client
+ *                      saw it once in a while as an empty stream).
  */
 #include "t_util.h"
 
@@ -161,14 +171,108 @@ static void check_one_leaves(void)
 	run_rounds();
 }
 
+/* Role "decliner" (argv: port, bytes): a server whose usmc cannot take a
+ * connection (USMC_FAULT=memfd: it declines every proposal) and whose
+ * socket takes little at once; it accepts one client, lets it run ahead,
+ * then must read exactly that many pattern bytes, then EOF. */
+static int decliner(uint16_t port, size_t want)
+{
+	static char buf[65536];
+	struct sockaddr_in a = t_addr(port);
+	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, small = 65536, s;
+	size_t got = 0;
+	ssize_t n;
+
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 4));
+	t_msleep(200);		/* the client's bytes go into its ring */
+	s = t_accept(lfd);	/* declined */
+	t_msleep(1500);		/* the client half-closes meanwhile */
+	while ((n = recv(s, buf, sizeof(buf), 0)) > 0) {
+		if (t_pat_check(7, got, buf, (size_t)n) >= 0)
+			return 2;
+		got += (size_t)n;
+	}
+	if (n < 0 || got != want) {
+		fprintf(stderr, "decliner: %zu of %zu bytes, then %s\n", got, want,
+			n < 0 ? strerror(errno) : "EOF");
+		return 1;
+	}
+	close(s);
+	return 0;
+}
+
+static void check_shut_while_moving(void)
+{
+	static char buf[65536];
+	size_t len = 4 << 20, off;
+	uint16_t port;
+	int lfd = t_listen(&port), c = -1, tries, small = 65536;
+	pid_t pid;
+	ssize_t n;
+
+	close(lfd);		/* the decliner listens on it */
+	setenv("USMC_FAULT", "memfd", 1);
+	pid = t_start_role("decliner", port, (long)len, false);
+	unsetenv("USMC_FAULT");
+	for (tries = 0; tries < 500 && c < 0; tries++) {
+		struct sockaddr_in a = t_addr(port);
+
+		c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+		if (connect(c, (struct sockaddr *)&a, sizeof(a))) {
+			close(c);
+			c = -1;
+			t_msleep(10);
+		}
+	}
+	t_assert(c >= 0, "decliner never listened");
+	for (off = 0; off < len; off += sizeof(buf)) {
+		t_pat_fill(7, off, buf, sizeof(buf));
+		t_write_all(c, buf, sizeof(buf));	/* into the ring: proposed */
+	}
+	/* From now on TCP takes little at once on this side too (the ring
+	 * holds the megabyte already). */
+	t_ok(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)));
+	t_msleep(400);
+	/* Sees the decline: the ring's bytes start moving, more than the
+	 * two sockets take at once. */
+	{
+		struct pollfd pc = { .fd = c, .events = POLLIN };
+
+		t_ok(poll(&pc, 1, 300));	/* nothing to read: the decline is usmc's */
+	}
+	n = recv(c, buf, 1, MSG_DONTWAIT);
+	t_assert(n < 0 && errno == EAGAIN, "recv: %zd %s", n, strerror(errno));
+	t_ok(shutdown(c, SHUT_WR));
+	/* One thread: the rest moves when c is called (TCP would send it in
+	 * the background); the decliner closes once it read it all. */
+	t_set_nonblock(c, true);
+	while ((n = recv(c, buf, sizeof(buf), 0)) < 0 && errno == EAGAIN) {
+		struct pollfd pc = { .fd = c, .events = POLLIN };
+
+		t_ok(poll(&pc, 1, 10));
+	}
+	t_assert(n == 0, "after the decliner closed: %zd %s", n, n < 0 ? strerror(errno) : "");
+	t_assert(send(c, "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE,
+		 "send after shutdown: %s", strerror(errno));
+	close(c);
+	t_wait_child(pid, "decliner (it read every byte, then EOF)");
+	t_tcp_conns = -1;	/* declined: how each end counts is test_exhaustion's */
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
+	{ "shut_while_moving", check_shut_while_moving },
 };
 
 int main(int argc, char **argv)
 {
 	t_name = "t_migrate2";
+	if (argc == 4 && !strcmp(argv[1], "decliner"))
+		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]));
 	rounds = (int)t_env_long("T_ROUNDS", ROUNDS_DEFAULT);
 	signal(SIGPIPE, SIG_IGN);
 	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
