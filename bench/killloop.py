@@ -163,10 +163,16 @@ class Peer:
         return self.popen.poll() is None
 
     def wait(self, timeout):
+        """The exit status, once the process ended and its last lines were
+        read (a reader thread behind a loaded machine left a finished
+        client's FINAL line unread: counted as a failure); None if it is
+        still running after timeout seconds."""
         try:
-            return self.popen.wait(timeout=timeout)
+            rc = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
+        self.t.join(timeout=5)  # a forked child still holding stdout: give up
+        return rc
 
     def kill(self):
         try:

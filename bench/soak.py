@@ -27,8 +27,10 @@ runtime directory must be back to its idle files, nothing stray in
 /dev/shm, a normal run is accelerated, and the report lists the sampled
 growth of the long-lived processes.  Flagged as a leak: more than 8
 descriptors, more than 2 link group mappings, or anonymous RSS grown by
-more than max(32 MB, half its first sample).  Shared RSS is reported, not
-flagged: it is ring pages of the mapped link groups, bounded by them.
+more than max(32 MB, half its first sample) beyond what the threaded
+pair's plain twin (the same scripts under USMC_DISABLE=1, same load) grew.
+Shared RSS is reported, not flagged: it is ring pages of the mapped link
+groups, bounded by them.
 
     bench/soak.py [--minutes 30] [--seed S] [--json OUT] [--build plain|asan]
 """
@@ -295,21 +297,25 @@ class Soak:
         self.peers = []
         self.loop.close()
 
-    def server(self, name, fork, strict, port=None):
+    def plain_env(self):
+        """The same library, disabled: the baseline's processes."""
+        return dict(self.build.env(self.rundir), USMC_DISABLE="1")
+
+    def server(self, name, fork, strict, port=None, env=None):
         for _ in range(5):
             p_ = port or h.free_port()
             argv = [h.PY, self.scripts["soak_server"], "127.0.0.1", p_]
             argv += (["--fork"] if fork else []) + (["--strict"] if strict else [])
-            p = self.spawn(name, argv)
+            p = self.spawn(name, argv, env)
             if p.wait_for(lambda ls: any(l.startswith("listening") for l in ls), 20):
                 return p, p_
             p.kill()
         raise RuntimeError("cannot start %s: %s" % (name, p.stderr()))
 
-    def client(self, name, port, par, seconds, strict):
+    def client(self, name, port, par, seconds, strict, env=None):
         argv = [h.PY, self.scripts["soak_client"], "127.0.0.1", port,
                 self.rng.randrange(1 << 30), par, 4 << 20, int(seconds)]
-        return self.spawn(name, argv + (["--strict"] if strict else []))
+        return self.spawn(name, argv + (["--strict"] if strict else []), env)
 
     def chaos(self, deadline):
         """Every 2-8 s: kill a chaos server (restart it on its port), one of
@@ -356,8 +362,9 @@ class Soak:
             st = last_stat(cl, ("FINAL",))
             self.churned["clients"] += 1
             if not st or st["fail"] or cl.popen.returncode != 0:
-                self.failures.append("churn client %s: %s %s" % (
-                    cl.name, st, [l for l in cl.lines if l.startswith("FAIL")][:3]))
+                self.failures.append("churn client %s: exit %s, %s %s" % (
+                    cl.name, cl.popen.returncode, st,
+                    [l for l in cl.lines if l.startswith("FAIL")][:3]))
             else:
                 self.churned["conns_ok"] += st["ok"]
             with self.lock:
@@ -394,7 +401,15 @@ class Soak:
         tsrv, tport = self.server("stable-thread-server", False, True)
         fcl = self.client("stable-fork-client", fport, 6, secs - 20, True)
         tcl = self.client("stable-thread-client", tport, 6, secs - 20, True)
-        self.longlived = {"stable_fork_server": fsrv, "stable_thread_server": tsrv,
+        # The threaded pair's twin over plain TCP (USMC_DISABLE=1): what
+        # Python and malloc grow by themselves under the same load.
+        psrv, pport = self.server("plain-thread-server", False, True, env=self.plain_env())
+        pcl = self.client("plain-thread-client", pport, 6, secs - 20, True,
+                          env=self.plain_env())
+        self.plain_pair = (psrv, pcl)
+        # (the twins first: the leak report judges each against its twin)
+        self.longlived = {"plain_thread_server": psrv, "plain_thread_client": pcl,
+                          "stable_fork_server": fsrv, "stable_thread_server": tsrv,
                           "stable_fork_client": fcl, "stable_thread_client": tcl}
         self.cpairs = []
         for _ in range(2):
@@ -418,7 +433,7 @@ class Soak:
         for t in ths:
             t.join(timeout=60)
         # the stable clients end by themselves (their duration), then a last sample
-        for c in (fcl, tcl):
+        for c in (fcl, tcl, self.plain_pair[1]):
             if c.wait(120) is None:
                 self.failures.append("%s did not finish" % c.name)
         s = {"t": round(time.monotonic() - t0, 1), "final": True}
@@ -481,8 +496,21 @@ class Soak:
                 flags.append("fds +%d" % grow["fds"])
             if grow["lg_maps"] > 2:
                 flags.append("link group mappings +%d" % grow["lg_maps"])
-            if grow["rss_anon_kb"] > max(32768, first["rss_anon_kb"] // 2):
-                flags.append("anonymous RSS +%d kB" % grow["rss_anon_kb"])
+            # Anonymous growth beyond what the plain twin of the same
+            # role grew (a threaded Python client's malloc arenas grow
+            # over TCP too).
+            twin = {"stable_thread_server": "plain_thread_server",
+                    "stable_thread_client": "plain_thread_client"}.get(name)
+            base = 0
+            if twin and twin in leaks:
+                base = max(0, leaks[twin]["rss_anon_kb"]["last"] -
+                           leaks[twin]["rss_anon_kb"]["first"])
+                leaks[name]["plain_twin_anon_growth_kb"] = base
+            if name.startswith("plain_"):
+                pass        # the baseline itself is not judged
+            elif grow["rss_anon_kb"] - base > max(32768, first["rss_anon_kb"] // 2):
+                flags.append("anonymous RSS +%d kB (plain twin +%d kB)" % (
+                    grow["rss_anon_kb"], base))
             leaks[name]["growth_flags"] = flags
         rep["long_lived"] = leaks
         # stop everything; the runtime directory must return to idle
