@@ -27,8 +27,9 @@ runtime directory must be back to its idle files, nothing stray in
 /dev/shm, a normal run is accelerated, and the report lists the sampled
 growth of the long-lived processes.  Flagged as a leak: more than 8
 descriptors, more than 2 link group mappings, or anonymous RSS grown by
-more than max(32 MB, half its first sample) beyond what the threaded
-pair's plain twin (the same scripts under USMC_DISABLE=1, same load) grew.
+more than max(32 MB, half its first sample) beyond what its plain twin
+(the same script under USMC_DISABLE=1, same load: the threaded server's
+for the threaded server, the client's for both stable clients) grew.
 Shared RSS is reported, not flagged: it is ring pages of the mapped link
 groups, bounded by them.
 
@@ -499,8 +500,11 @@ class Soak:
             # Anonymous growth beyond what the plain twin of the same
             # role grew (a threaded Python client's malloc arenas grow
             # over TCP too).
+            # (both stable clients run the twin's client script; they
+            # differ only in the server they talk to)
             twin = {"stable_thread_server": "plain_thread_server",
-                    "stable_thread_client": "plain_thread_client"}.get(name)
+                    "stable_thread_client": "plain_thread_client",
+                    "stable_fork_client": "plain_thread_client"}.get(name)
             base = 0
             if twin and twin in leaks:
                 base = max(0, leaks[twin]["rss_anon_kb"]["last"] -
