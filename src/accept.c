@@ -71,6 +71,8 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	}
 	rc = usmc_conn_bind_slot(sk, l, p->slot, p->gen, true);
 	if (rc) {
+		usmc_dbg(1, "accept fd %d: slot %u of link group %016llx: %s", fd, p->slot,
+			 (unsigned long long)p->lgr_id, strerror(-rc));
 		usmc_lgr_put(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}

@@ -274,8 +274,8 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
  * by usmc_ifd_move_high), so we accelerate only while the socket itself
  * is in the lower half and the doorbells find room above.  A program that
  * needs at most half of its table over TCP therefore never sees EMFILE
- * because of usmc (tests/integration/test_exhaustion.py); beyond that the
- * doorbells compete with it (docs/reliability.md).
+ * because of usmc (tests/integration/test_exhaustion.py); beyond that, a
+ * call that runs out gets them back (shed.c).
  */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 {
