@@ -438,12 +438,43 @@ void usmc_lgr_after_fork(void)
 		pthread_mutex_init(&l->lock, NULL);
 }
 
+/*
+ * A proposal of ours the server has not answered yet: it will attach the
+ * slot (its doorbells, by name) when it accepts, and read what we queued,
+ * as TCP's kernel keeps a dead client's bytes for the server.  The slot is
+ * DRAIN after our close, BUSY if exit found it open; the server's answer
+ * carries the generation.
+ */
+static bool lgr_proposal_pending(struct usmc_lgr *l)
+{
+	uint32_t i;
+
+	for (i = 0; i < l->nslots; i++) {
+		struct usmc_cdc_ctrl *c = &l->ctrl[i];
+
+		if (LOAD_ACQUIRE(&c->c.state) != SLOT_FREE &&
+		    CDC_ANS_GEN(LOAD_ACQUIRE(&c->s.answer)) != LOAD_RELAXED(&c->c.gen))
+			return true;
+	}
+	return false;
+}
+
 void usmc_lgr_exit(void)
 {
 	struct usmc_lgr *l;
 
-	/* Only names are removed: peers keep their mappings and descriptors. */
-	for (l = lgr_list; l; l = l->next)
-		if (l->owner && l->pid == usmc_getpid())
-			l->dev->lgr_unpublish(l);
+	/* Only names are removed: peers keep their mappings and descriptors.
+	 * A link group with a proposal still pending keeps them for the
+	 * server; the garbage collection removes them once our lock is gone
+	 * (rundir.c: usmc stat, as after a kill). */
+	for (l = lgr_list; l; l = l->next) {
+		if (!l->owner || l->pid != usmc_getpid())
+			continue;
+		if (lgr_proposal_pending(l)) {
+			usmc_dbg(1, "exit: link group %016llx kept for a proposal not yet accepted",
+				 (unsigned long long)l->id);
+			continue;
+		}
+		l->dev->lgr_unpublish(l);
+	}
 }
