@@ -239,7 +239,7 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
 	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, LOAD_RELAXED(&sk->sh->tx_hw))) {
-		usmc_lgr_bells_use(l, slot, -1);
+		usmc_lgr_bells_put(l, slot);
 		sk->bell_own = sk->bell_peer = -1;
 		return -ENOSPC;
 	}
@@ -257,7 +257,7 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 	if (!sk->lgr)
 		return;
 	if (sk->bell_own >= 0)
-		usmc_lgr_bells_use(sk->lgr, sk->slot, -1);
+		usmc_lgr_bells_put(sk->lgr, sk->slot);
 	if (sk->role == 'C')
 		usmc_lgr_slot_put(sk->lgr, sk->slot, sk->gen, server_attached);
 	else
@@ -665,7 +665,7 @@ void usmc_sock_detach_local(struct usmc_sock *sk)
 		return;
 	if (sk->lgr && sk->role == 'S') {
 		if (sk->bell_own >= 0)
-			usmc_lgr_bells_use(sk->lgr, sk->slot, -1);
+			usmc_lgr_bells_put(sk->lgr, sk->slot);
 		usmc_lgr_put(sk->lgr);
 		sk->lgr = NULL;
 		sk->ctrl = NULL;

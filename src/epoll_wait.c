@@ -513,10 +513,10 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 		}
 		ep_tcp_event(r);
 	} else if (r->translated && ++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
-		/* Not translated any more (shed.c moved the socket to TCP and
-		 * resynced it under ep_lock): its doorbell may be closed. */
 		/* Edge-triggered: the FIFO is never read otherwise; empty it
-		 * before it fills (a full FIFO loses rings). */
+		 * before it fills (a full FIFO loses rings).  Only while
+		 * translated: shed.c resyncs a socket it moved to TCP under
+		 * ep_lock before it closes the doorbell. */
 		r->sk->lgr->dev->drain(r->sk->bell_own);
 		r->sk->bell_unread = 0;
 	}

@@ -169,7 +169,7 @@ static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
 		STORE_RELEASE(&c->s.released_gen, gen);
 		if (!usmc_lgr_bells(l, slot, &own, &peer)) {
 			l->dev->signal(peer);
-			usmc_lgr_bells_use(l, slot, -1);
+			usmc_lgr_bells_put(l, slot);
 		}
 		usmc_dbg(1, "listener handed over: queued proposal (link group %016llx slot %u) declined",
 			 (unsigned long long)lgr_id, slot);

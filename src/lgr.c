@@ -364,13 +364,13 @@ int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer)
 	return rc;
 }
 
-void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta)
+void usmc_lgr_bells_put(struct usmc_lgr *l, uint32_t slot)
 {
 	struct usmc_lgr_bell *b = &l->bells[slot];
 
 	pthread_mutex_lock(&l->lock);
-	if (delta > 0 || b->users)
-		b->users += (uint32_t)delta;
+	if (b->users)
+		b->users--;
 	pthread_mutex_unlock(&l->lock);
 }
 

@@ -94,10 +94,10 @@ void usmc_lgr_put(struct usmc_lgr *l);
 int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out);
 
 /* Both: doorbell descriptors for a slot (cached, owned by the lgr), with a
- * use counted (usmc_lgr_bells_use(l, slot, -1) lets go). */
+ * use counted (usmc_lgr_bells_put lets go). */
 int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer);
-/* A connection of ours stops (-1) using a slot's doorbells. */
-void usmc_lgr_bells_use(struct usmc_lgr *l, uint32_t slot, int delta);
+/* A connection of ours stops using a slot's doorbells. */
+void usmc_lgr_bells_put(struct usmc_lgr *l, uint32_t slot);
 /* Out of descriptors (shed.c): close the doorbells no connection of ours
  * uses and the link groups nothing uses; how many descriptors went. */
 int usmc_lgr_shed(void);

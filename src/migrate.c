@@ -360,9 +360,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	 * in and leave_exchange never waits for room on TCP inside the
 	 * application's socket() or accept(). */
 	if (reason == USMC_R_LIMIT &&
-	    (m != USMC_MODE_SMCD ||
-	     ring_head(LOAD_ACQUIRE(&sk->tx_c->cons), LOAD_RELAXED(&sk->sh->tx_skip),
-		       LOAD_RELAXED(&sk->sh->tx_prod)) != LOAD_RELAXED(&sk->sh->tx_prod))) {
+	    (m != USMC_MODE_SMCD || !usmc_tx_view(sk, &from, &end) || from != end)) {
 		usmc_family_unlock(&sk->sh->rx_lock);
 		usmc_family_unlock(&sk->sh->tx_lock);
 		return -EBUSY;

@@ -82,7 +82,7 @@ static bool shed_bells(struct usmc_sock *sk)
 		return false;
 	pthread_mutex_lock(&sk->lock);
 	if (sk->lgr && sk->bell_own >= 0) {
-		usmc_lgr_bells_use(sk->lgr, sk->slot, -1);
+		usmc_lgr_bells_put(sk->lgr, sk->slot);
 		__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
 	}

@@ -13,7 +13,6 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
