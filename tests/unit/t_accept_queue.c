@@ -44,15 +44,12 @@
 /* Endpoints on shared memory so far (both ends of a pair count). */
 static long long smc_ends(void)
 {
-	char *j;
-	long long n;
+	struct t_stats st;
 
 	if (!t_accel())
 		return 0;
-	j = t_stats_json();
-	n = t_json_int(j, "smc_client") + t_json_int(j, "smc_server");
-	free(j);
-	return n;
+	t_stats_get(&st);
+	return st.smc_conns;
 }
 
 static uint32_t sum32(const unsigned char *p, size_t n, uint32_t h)
@@ -219,19 +216,14 @@ static void burst_client(uint16_t port)
 static void sc_burst(void)
 {
 	long long before = smc_ends();
-	struct sockaddr_in a = t_addr(0);
-	socklen_t al = sizeof(a);
-	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, i, answered = 0;
+	uint16_t port;
+	int lfd = t_listen(&port), i, answered = 0;	/* backlog 512 > NBURST */
 	pid_t pid;
 
-	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
-	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
-	t_ok(listen(lfd, 1024));
-	t_ok(getsockname(lfd, (struct sockaddr *)&a, &al));
 	pid = t_fork_helper();
 	if (!pid) {
 		close(lfd);
-		burst_client(ntohs(a.sin_port));
+		burst_client(port);
 	}
 	for (i = 0; i < NBURST; i++) {
 		int s = t_accept(lfd);

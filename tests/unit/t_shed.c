@@ -67,20 +67,39 @@ static bool is_bell(int fd)
 	return strstr(target, "/lg-") && (target[n - 1] == 'c' || target[n - 1] == 's');
 }
 
-static void check_busy_bells(void)
+static void set_nofile(rlim_t n)
 {
 	struct rlimit rl;
+
+	t_ok(getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_max < n)
+		t_skip("RLIMIT_NOFILE hard limit too low");
+	rl.rlim_cur = n;
+	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+}
+
+/* dup(0) until the table is full (RLIMIT_NOFILE LIMIT): how many; errno
+ * is the last dup's. */
+static int fill_table(int fill[LIMIT])
+{
+	int n = 0, fd;
+
+	while ((fd = dup(0)) >= 0) {
+		t_assert(n < LIMIT, "dup beyond RLIMIT_NOFILE");
+		fill[n++] = fd;
+	}
+	return n;
+}
+
+static void check_busy_bells(void)
+{
 	struct reader rd[2];
 	bool bell[LIMIT] = { false };
-	int c, s, fill[LIMIT], nfill = 0, fd, i, nbells = 0;
+	int c, s, fill[LIMIT], nfill, fd, i, nbells = 0;
 
 	if (!t_accel())
 		t_skip("not accelerated");
-	t_ok(getrlimit(RLIMIT_NOFILE, &rl));
-	if (rl.rlim_max < LIMIT)
-		t_skip("RLIMIT_NOFILE hard limit too low");
-	rl.rlim_cur = LIMIT;
-	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
+	set_nofile(LIMIT);
 	t_pair_smc(&c, &s);
 	rd[0].fd = c;
 	rd[1].fd = s;
@@ -91,10 +110,7 @@ static void check_busy_bells(void)
 		if ((bell[fd] = is_bell(fd)))
 			nbells++;
 	t_assert(nbells >= 4, "%d doorbells open, expected the pair's 4", nbells);
-	while ((fd = dup(0)) >= 0) {
-		t_assert(nfill < LIMIT, "dup beyond RLIMIT_NOFILE");
-		fill[nfill++] = fd;
-	}
+	nfill = fill_table(fill);
 	t_assert(errno == EMFILE, "dup: %s", strerror(errno));
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	t_info("table full after %d dups; socket() -> %d (%s)", nfill, fd,
@@ -116,17 +132,6 @@ static void check_busy_bells(void)
 	t_assert(rd[1].r == 1 && rd[1].got == 'x', "server read %zd '%c'", rd[1].r, rd[1].got);
 	close(c);
 	close(s);
-}
-
-static void set_nofile(rlim_t n)
-{
-	struct rlimit rl;
-
-	t_ok(getrlimit(RLIMIT_NOFILE, &rl));
-	if (rl.rlim_max < n)
-		t_skip("RLIMIT_NOFILE hard limit too low");
-	rl.rlim_cur = n;
-	t_ok(setrlimit(RLIMIT_NOFILE, &rl));
 }
 
 static void check_queued_after_close(void)
@@ -190,13 +195,10 @@ static void check_signal_open(void)
 {
 	struct sigaction sa = { .sa_handler = open_in_handler };
 	struct itimerval it = { { 0, 200 }, { 0, 200 } }, off = { { 0, 0 }, { 0, 0 } };
-	int fill[LIMIT], nfill = 0, i, fd;
+	int fill[LIMIT], nfill, i;
 
 	set_nofile(LIMIT);
-	while ((fd = dup(0)) >= 0) {
-		t_assert(nfill < LIMIT, "dup beyond RLIMIT_NOFILE");
-		fill[nfill++] = fd;
-	}
+	nfill = fill_table(fill);
 	/* Room for one socket: the handler's open() finds none while the
 	 * loop holds it. */
 	t_assert(nfill >= 2, "table too full to start");
