@@ -201,7 +201,7 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
 	int rc;
 
-	rc = usmc_lgr_bells(l, slot, &sk->bell_own, &sk->bell_peer);
+	rc = usmc_lgr_bells(l, &sk->bell_own, &sk->bell_peer);
 	if (rc)
 		return rc;
 	sk->lgr = l;
@@ -239,13 +239,10 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
 	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, LOAD_RELAXED(&sk->sh->tx_hw))) {
-		usmc_lgr_bells_put(l, slot);
+		usmc_lgr_bells_put(l);
 		sk->bell_own = sk->bell_peer = -1;
 		return -ENOSPC;
 	}
-	/* The slot's doorbell may hold wake-ups meant for its previous user. */
-	l->dev->drain(sk->bell_own);
-	sk->bell_unread = 0;
 	usmc_publish_cpu(sk, sched_getcpu());
 	if (fresh)
 		rcvbuf_publish(sk);
@@ -257,7 +254,7 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 	if (!sk->lgr)
 		return;
 	if (sk->bell_own >= 0)
-		usmc_lgr_bells_put(sk->lgr, sk->slot);
+		usmc_lgr_bells_put(sk->lgr);
 	if (sk->role == 'C')
 		usmc_lgr_slot_put(sk->lgr, sk->slot, sk->gen, server_attached);
 	else
@@ -269,13 +266,13 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 
 /*
  * May this connection use shared memory at all?  A socket without fork-
- * shared state (sock.c) cannot.  Descriptors: an accelerated connection
- * holds two more (its doorbells, placed in the upper half of RLIMIT_NOFILE
- * by usmc_ifd_move_high), so we accelerate only while the socket itself
- * is in the lower half and the doorbells find room above.  A program that
- * needs at most half of its table over TCP therefore never sees EMFILE
- * because of usmc (tests/integration/test_exhaustion.py); beyond that, a
- * call that runs out gets them back (shed.c).
+ * shared state (sock.c) cannot.  Descriptors: usmc's own (a link group's
+ * file and doorbells, three per 64 connections by default) live at the top
+ * of RLIMIT_NOFILE (usmc_ifd_base), so we accelerate only while the socket
+ * itself is below them.  A program that needs no more than the numbers
+ * below that (at least half of its table) over TCP therefore never sees
+ * EMFILE because of usmc (tests/integration/test_exhaustion.py); beyond
+ * that, a call that runs out gets them back (shed.c).
  */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 {
@@ -284,8 +281,8 @@ int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 	if (usmc_fault(USMC_FAULT_FDS))
 		return USMC_R_LIMIT;
 	/* A cached limit may be stale: only the fresh one refuses. */
-	if ((long)fd + USMC_CONN_FDS >= usmc_nofile_limit(false) / 2 &&
-	    (long)fd + USMC_CONN_FDS >= usmc_nofile_limit(true) / 2)
+	if ((long)fd + USMC_CONN_FDS >= usmc_ifd_base(false) &&
+	    (long)fd + USMC_CONN_FDS >= usmc_ifd_base(true))
 		return USMC_R_LIMIT;
 	return 0;
 }
@@ -599,7 +596,7 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 		atomic_fetch_or(&sk->tx_p->flags, CDC_F_ABORT);
 		atomic_fetch_or(&sk->rx_c->flags, CDC_F_ABORT | CDC_F_CLOSED);
 		if (sk->lgr)
-			sk->lgr->dev->signal(sk->bell_peer);
+			usmc_ring_peer(sk);
 	}
 	usmc_dbg(1, "fd %d: connection reset (%s)", sk->fd0, usmc_abort_name(abort_reason));
 }
@@ -665,7 +662,7 @@ void usmc_sock_detach_local(struct usmc_sock *sk)
 		return;
 	if (sk->lgr && sk->role == 'S') {
 		if (sk->bell_own >= 0)
-			usmc_lgr_bells_put(sk->lgr, sk->slot);
+			usmc_lgr_bells_put(sk->lgr);
 		usmc_lgr_put(sk->lgr);
 		sk->lgr = NULL;
 		sk->ctrl = NULL;

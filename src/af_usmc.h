@@ -32,8 +32,9 @@ struct usmc_clc_ln *usmc_listen_find(int fd, int *reg_idx);
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk, int fd);
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
-/* Descriptors an accelerated connection holds besides its socket. */
-#define USMC_CONN_FDS	2
+/* Descriptors an accelerated connection may need besides its socket: a
+ * new link group's file and its two doorbells (shared by its connections). */
+#define USMC_CONN_FDS	3
 /* 0, or the reason this connection cannot use shared memory (resources). */
 int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 /* shed.c: out of descriptors: give some of usmc's back; true if any went. */

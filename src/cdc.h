@@ -54,6 +54,8 @@ struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the sender */
 	_Atomic uint32_t waiting;	/* hint: sender spinning/sleeping */
 	_Atomic uint64_t mig_from;	/* CDC_F_MIGFROM: our bytes from this cursor on go on TCP */
+	_Atomic uint32_t data_rung;	/* the receiver's data_armed we last rang for */
+	_Atomic uint64_t data_rung_ns;	/* ... when (CLOCK_MONOTONIC: epoll's ready order) */
 } __cacheline;
 
 /*
@@ -70,6 +72,8 @@ struct usmc_cdc_cons {			/* written by the receiver only */
 	_Atomic uint32_t waiting;	/* hint: receiver spinning/sleeping */
 	_Atomic uint32_t rcvbuf;	/* SO_RCVBUF as the kernel reports it, bytes (CDC_F_RCVLIM);
 					 * untrusted: it only ever limits the sender's own use */
+	_Atomic uint32_t space_rung;	/* the sender's space_armed we last rang for */
+	_Atomic uint64_t space_rung_ns;	/* ... when */
 } __cacheline;
 
 enum usmc_slot_state {			/* client line: the owner's slot allocator */
@@ -119,6 +123,8 @@ static inline void cdc_reset_prod(struct usmc_cdc_prod *p)
 	STORE_RELAXED(&p->space_armed, 0);
 	STORE_RELAXED(&p->waiting, 0);
 	STORE_RELAXED(&p->mig_from, 0);
+	STORE_RELAXED(&p->data_rung, 0);
+	STORE_RELAXED(&p->data_rung_ns, 0);
 }
 
 static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
@@ -128,6 +134,8 @@ static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
 	STORE_RELAXED(&c->rcvbuf, 0);
 	STORE_RELAXED(&c->data_armed, 0);
 	STORE_RELAXED(&c->waiting, 0);
+	STORE_RELAXED(&c->space_rung, 0);
+	STORE_RELAXED(&c->space_rung_ns, 0);
 }
 
 /* -- ring arithmetic ------------------------------------------------------ */

@@ -59,7 +59,7 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 	if (how != SHUT_WR) {
 		sk_set_flag(sk, SKF_SHUT_RD);
 		/* Wake our own sleepers: reads now return 0. */
-		sk->lgr->dev->signal(sk->bell_own);
+		usmc_ring_own(sk);
 	}
 	if (how != SHUT_RD && !(atomic_fetch_or(&sk->sh->flags, SKF_SHUT_WR) & SKF_SHUT_WR)) {
 		/* Writers serialise on tx_lock: DONE lands after the last byte. */
@@ -68,7 +68,7 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 			usmc_family_unlock(&sk->sh->tx_lock);
 		}
 		usmc_kick_data(sk);
-		sk->lgr->dev->signal(sk->bell_own);
+		usmc_ring_own(sk);
 	}
 	(void)fd;
 	return 0;

@@ -4,7 +4,7 @@
  *
  * Shaped like the kernel's smcd_ops: a device provides the memory a link
  * group's DMBs live in (the owner registers it, the peer attaches it by
- * token), per-DMB doorbells, and a way to signal the peer.  Loopback (one
+ * token), a doorbell per side of a link group, and a way to signal the peer.  Loopback (one
  * host, any network namespace) is the first device; ivshmem (between VMs)
  * and RDMA (between hosts) slot in behind the same table.
  */
@@ -35,16 +35,18 @@ struct usmc_dev_ops {
 	void (*lgr_unpublish)(struct usmc_lgr *lgr);
 	/* Is anyone on the other side still holding this link group? */
 	bool (*lgr_peer_alive)(struct usmc_lgr *lgr);
-	/* DMB doorbells of one slot: owner creates them, both ends open them.
-	 * own: the descriptor this side sleeps on; peer: the one it signals. */
+	/* A slot's DMBs: registered when the owner first hands the slot out. */
 	int (*register_dmb)(struct usmc_lgr *lgr, uint32_t slot);
-	int (*attach_dmb)(struct usmc_lgr *lgr, uint32_t slot, bool owner_side,
-			  int *own, int *peer);
+	/* The link group's doorbells, one per side for all its slots (the
+	 * owner creates them with the link group).  own: the descriptor this
+	 * side's waiters watch (edge-triggered); peer: the one it signals. */
+	int (*attach_bells)(struct usmc_lgr *lgr, bool owner_side, int *own, int *peer);
 	/* Back len bytes at offset off of a slot's ring dir with memory now, so
 	 * writing there can never fault (tmpfs full): 0 or -ENOSPC. */
 	int (*dmb_reserve)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			   uint32_t len);
-	/* Wake the side sleeping on bell; consume our own wake-ups. */
+	/* Wake every waiter watching bell; drain: empty it (signal does,
+	 * when it is full). */
 	void (*signal)(int bell);
 	void (*drain)(int bell);
 };

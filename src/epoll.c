@@ -3,13 +3,16 @@
  * epoll.c - epoll over shared-memory connections.
  *
  * The application's epoll instance stays real.  For a connection on the
- * shared-memory path we register, instead of the application's entry, two
- * kernel entries tagged with our registration record: its doorbell FIFO
- * (EPOLLIN|EPOLLET, rung by the peer when we armed) and its TCP socket
- * (EPOLLET, FIN/RST = peer gone, EPOLLOUT = connect completed).  Their
- * events are translated back into the application's events and data from
- * the rings' state.  A ready list gives level-triggered semantics; edge and
- * one-shot semantics follow the kernel's rules per registration.
+ * shared-memory path we register, instead of the application's entry, its
+ * TCP socket (EPOLLET, FIN/RST = peer gone, EPOLLOUT = connect completed),
+ * tagged with our registration record, and, once per link group in the
+ * instance, the link group's doorbell FIFO (EPOLLIN|EPOLLET, rung by the
+ * peer when we armed), tagged with one of the group's records.  A doorbell
+ * event goes to the group's armed records whose arm a ring answered
+ * (usmc_rung_since).  Events are translated back into the application's
+ * events and data from the rings' state.  A ready list gives
+ * level-triggered semantics; edge and one-shot semantics follow the
+ * kernel's rules per registration.
  *
  * Descriptors that are not ours (listeners, pipes, timerfds, plain TCP)
  * are passed through untouched.  A socket registered before it connects is
@@ -106,11 +109,46 @@ void ep_tcp_event(struct usmc_epreg *r)
 	}
 }
 
+/* The records of a link group's sockets that hold kernel entries, in
+ * every instance (ep_lock); each keeps the link group alive. */
+static void lg_join(struct usmc_epreg *r)
+{
+	struct usmc_lgr *l = r->sk->lgr;
+
+	if (r->bell_lg || !l)
+		return;
+	usmc_lgr_hold(l);
+	r->bell_lg = l;
+	r->lg_prev = NULL;
+	r->lg_next = l->epregs;
+	if (l->epregs)
+		l->epregs->lg_prev = r;
+	l->epregs = r;
+}
+
+static void lg_leave(struct usmc_epreg *r)
+{
+	struct usmc_lgr *l = r->bell_lg;
+
+	if (!l)
+		return;
+	if (r->lg_prev)
+		r->lg_prev->lg_next = r->lg_next;
+	else
+		l->epregs = r->lg_next;
+	if (r->lg_next)
+		r->lg_next->lg_prev = r->lg_prev;
+	r->bell_lg = NULL;
+	r->lg_next = r->lg_prev = NULL;
+	usmc_lgr_put(l);
+}
+
+/* The record of r's instance that holds the link group's doorbell entry. */
 static struct usmc_epreg *sibling_bell(struct usmc_epreg *r)
 {
 	struct usmc_epreg *s;
 
-	for (s = r->sk->epregs; s; s = s->sk_next)
+	for (s = r->bell_lg ? r->bell_lg->epregs : NULL; s; s = s->lg_next)
 		if (s != r && s->ep == r->ep && s->bell)
 			return s;
 	return NULL;
@@ -215,6 +253,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	if (rc)
 		return -errno;
 	ep_alias_drop(r->ep, r->fd);
+	lg_join(r);
 	if (!sibling_bell(r)) {
 		ev.events = EPOLLIN | EPOLLET | excl;
 		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
@@ -223,6 +262,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 		    (errno != EEXIST || real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))) {
 			rc = -errno;
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
+			lg_leave(r);
 			return rc;
 		}
 		r->bell = true;
@@ -237,26 +277,38 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	return 0;
 }
 
-/* Drop our doorbell entry (hand it to a sibling record if there is one). */
+/* Leave the link group's list; drop the doorbell entry if we hold it
+ * (hand it to a sibling record of the instance if there is one). */
 static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 {
 	struct usmc_epreg *s;
 	struct epoll_event ev;
+	struct usmc_lgr *l = r->bell_lg;
+	int bell;
 
-	if (!r->bell)
-		return;
-	r->bell = false;
-	for (s = r->sk->epregs; s; s = s->sk_next)
-		if (s != r && s->ep == r->ep && s->translated)
-			break;
-	if (s) {
-		ev.events = EPOLLIN | EPOLLET | (s->events & EPOLLEXCLUSIVE);
-		ev.data.u64 = ep_tag(s, EP_TAG_BELL);
-		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))
-			s->bell = true;
+	if (!r->bell || !l) {
+		r->bell = false;
+		lg_leave(r);
 		return;
 	}
-	real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->sk->bell_own, &ev);
+	r->bell = false;
+	/* Still open: a shed closes it only once no connection of ours uses
+	 * it, and then its entries went with it (never touch a reused number). */
+	bell = usmc_lgr_bell_own(l);
+	for (s = l->epregs; s; s = s->lg_next)
+		if (s != r && s->ep == r->ep && s->translated)
+			break;
+	if (bell < 0) {
+		/* nothing left in the kernel */
+	} else if (s) {
+		ev.events = EPOLLIN | EPOLLET | (s->events & EPOLLEXCLUSIVE);
+		ev.data.u64 = ep_tag(s, EP_TAG_BELL);
+		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, bell, &ev))
+			s->bell = true;
+	} else {
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, bell, &ev);
+	}
+	lg_leave(r);
 }
 
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
@@ -394,6 +446,7 @@ static void reg_unlink(struct usmc_epreg *r)
 	}
 	if (r->translated)
 		r->ep->ntranslated--;
+	lg_leave(r);
 	ep_reg_release(r);
 }
 

@@ -34,7 +34,6 @@
 #define EP_SPIN_MAX	256	/* spin only over this many connections */
 #define EP_SPIN_MIN_NS	2000
 #define EP_MAXEV	256
-#define EP_BELL_DRAIN	1024	/* drain a doorbell FIFO after this many events */
 
 struct usmc_epreg {
 	uint64_t magic;
@@ -46,13 +45,15 @@ struct usmc_epreg {
 	uint64_t data;			/* application's epoll_data */
 	bool translated;		/* kernel holds our tagged entries */
 	bool undecided;			/* kernel entry: the program's events, EP_TAG_UND */
-	bool bell;			/* this record owns the (ep, sk) doorbell entry */
+	bool bell;			/* this record owns the (ep, link group) doorbell entry */
 	bool disabled;			/* EPOLLONESHOT fired, or parked */
 	bool parked;			/* deleted by the application; kernel entries kept */
 	bool on_ready;			/* on ep->ready, or on ep->again if on_again */
 	bool on_again;
 	bool on_watch;			/* on ep->watch: looked at by every call */
 	bool armed;			/* our arm is out: the peer rings on news */
+	uint8_t arm_what;		/* ... for this (USMC_WAIT_*), */
+	uint32_t arm_seq[3];		/* ... as usmc_arm_seq() returned it */
 	uint8_t idle;			/* watch passes without news */
 	bool edge;			/* an event arrived since last reported (ET) */
 	uint64_t reported;		/* epoll_wait call that last reported it */
@@ -61,6 +62,8 @@ struct usmc_epreg {
 	uint32_t seen_pflags, seen_cflags;
 	struct usmc_epreg *ep_next, *ep_prev;
 	struct usmc_epreg *sk_next;
+	struct usmc_lgr *bell_lg;	/* translated: on this link group's list */
+	struct usmc_epreg *lg_next, *lg_prev;
 	struct usmc_epreg *ready_next;
 	struct usmc_epreg *watch_next;
 	struct usmc_epreg *free_next;
@@ -129,6 +132,8 @@ bool ep_want_translated(struct usmc_sock *sk);
 bool ep_want_undecided(struct usmc_sock *sk);
 bool ep_arm_all(struct usmc_ep *ep);
 bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending);
+/* Arm r for a doorbell (r->armed stays the caller's to set); true: due. */
+bool ep_arm(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 
 #endif

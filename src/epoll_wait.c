@@ -208,6 +208,12 @@ static void push_due(struct usmc_ep *ep, bool armed_too)
 			ep_ready_push(r);
 }
 
+bool ep_arm(struct usmc_epreg *r)
+{
+	r->arm_what = (uint8_t)reg_what(r);
+	return usmc_arm_seq(r->sk, r->arm_what, r->arm_seq) && reg_due(r);
+}
+
 /*
  * About to sleep: arm every live record's doorbell, then look once more
  * (the fence in usmc_arm() pairs with the producer's, cdc.h).  Returns true
@@ -235,7 +241,7 @@ bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
 				*pending = true;
 			continue;
 		}
-		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r)) {
+		if (ep_arm(r)) {
 			ep_ready_push(r);
 			ready = true;
 		} else {
@@ -395,7 +401,7 @@ static void ep_watch_scan(struct usmc_ep *ep)
 		}
 		*pp = r->watch_next;
 		r->on_watch = false;
-		if (usmc_arm(r->sk, reg_what(r)) && reg_due(r))
+		if (ep_arm(r))
 			ep_ready_push(r);
 		else
 			r->armed = true;
@@ -491,11 +497,65 @@ static int kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
 	return real.epoll_pwait(epfd, kev, room, ms, mask);
 }
 
+#define EP_BELL_BATCH	64
+
+struct ep_due {
+	uint64_t at;
+	struct usmc_epreg *r;
+};
+
+/* Push in the order the rings were sent; the kernel coalesced them. */
+static void due_push(struct ep_due *due, int n)
+{
+	int i, j;
+
+	for (i = 1; i < n; i++) {
+		struct ep_due d = due[i];
+
+		for (j = i; j > 0 && due[j - 1].at > d.at; j--)
+			due[j] = due[j - 1];
+		due[j] = d;
+	}
+	for (i = 0; i < n; i++)
+		ep_ready_push(due[i].r);
+}
+
 /*
- * Kernel event for one of ep's live records: refresh what the TCP entry
- * says, keep the doorbell FIFO from filling, and put every record of the
- * socket in this instance on the ready list (the doorbell is shared;
- * readiness comes from the rings).  Caller holds ep_lock.
+ * The link group's doorbell rang: its armed records in this instance whose
+ * arm a ring answered are due, in the order the rings were sent (the
+ * kernel's order, had each had a doorbell of its own).  Unarmed records
+ * are on the ready or the watch list: seen anyway.  Caller holds ep_lock.
+ */
+static void bell_event(struct usmc_ep *ep, struct usmc_lgr *l)
+{
+	struct ep_due due[EP_BELL_BATCH];
+	struct usmc_epreg *s;
+	int n = 0;
+
+	for (s = l ? l->epregs : NULL; s; s = s->lg_next) {
+		uint64_t at;
+
+		if (s->ep != ep || !s->armed || !s->translated)
+			continue;
+		at = usmc_rung_since(s->sk, s->arm_what, s->arm_seq);
+		if (!at)
+			continue;
+		if (n == EP_BELL_BATCH) {
+			due_push(due, n);
+			n = 0;
+		}
+		due[n].at = at;
+		due[n++].r = s;
+	}
+	due_push(due, n);
+}
+
+/*
+ * Kernel event for one of ep's live records.  TCP: refresh what the entry
+ * says and put every record of the socket in this instance on the ready
+ * list (readiness comes from the rings).  Doorbell (one per link group,
+ * shared by its connections): the group's armed records in this instance
+ * whose arm a ring answered.  Caller holds ep_lock.
  */
 static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int tag,
 			 uint32_t kevents, uint64_t *slept_ns)
@@ -512,13 +572,6 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 			usmc_sock_refresh(r->sk, fd);
 		}
 		ep_tcp_event(r);
-	} else if (r->translated && ++r->sk->bell_unread >= EP_BELL_DRAIN && r->sk->lgr) {
-		/* Edge-triggered: the FIFO is never read otherwise; empty it
-		 * before it fills (a full FIFO loses rings).  Only while
-		 * translated: shed.c resyncs a socket it moved to TCP under
-		 * ep_lock before it closes the doorbell. */
-		r->sk->lgr->dev->drain(r->sk->bell_own);
-		r->sk->bell_unread = 0;
 	}
 	/* Woken by a peer soon after falling asleep: a longer spin would
 	 * have caught it. */
@@ -526,9 +579,13 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 		ep_spin_feedback(ep, true, *slept_ns);
 		*slept_ns = 0;
 	}
-	for (s = r->sk->epregs; s; s = s->sk_next)
-		if (s->ep == ep && s->translated)
-			ep_ready_push(s);
+	if (tag == EP_TAG_TCP) {
+		for (s = r->sk->epregs; s; s = s->sk_next)
+			if (s->ep == ep && s->translated)
+				ep_ready_push(s);
+		return;
+	}
+	bell_event(ep, r->bell_lg);
 }
 
 /*

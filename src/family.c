@@ -247,9 +247,7 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		STORE_RELAXED(&sh->abort, 0);
 		sh->data_rung = sh->space_rung = 0;
 		STORE_RELAXED(&sh->spin_ns, 0);
-		STORE_RELAXED(&sh->bell_owner, 0);
-		STORE_RELAXED(&sh->wake_seq, 0);
-		STORE_RELAXED(&sh->followers, 0);
+		STORE_RELAXED(&sh->own_rung, 0);
 		STORE_RELAXED(&sh->timeo[0], 0);
 		STORE_RELAXED(&sh->timeo[1], 0);
 		return sh;

@@ -167,9 +167,9 @@ static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
 		/* Pairs with the client's acquire load in usmc_sock_refresh(). */
 		STORE_RELEASE(&c->s.answer, CDC_ANSWER(gen, CDC_ANS_DECLINE, USMC_R_HANDOVER));
 		STORE_RELEASE(&c->s.released_gen, gen);
-		if (!usmc_lgr_bells(l, slot, &own, &peer)) {
-			l->dev->signal(peer);
-			usmc_lgr_bells_put(l, slot);
+		if (!usmc_lgr_bells(l, &own, &peer)) {
+			usmc_ring_lines(l, peer, &c->s2c_p, &c->c2s_c, &c->s2c_c, &c->c2s_p);
+			usmc_lgr_bells_put(l);
 		}
 		usmc_dbg(1, "listener handed over: queued proposal (link group %016llx slot %u) declined",
 			 (unsigned long long)lgr_id, slot);

@@ -65,15 +65,18 @@ bool usmc_ifd_is(int fd)
  * usmc's descriptors must not change the numbers the application gets:
  * programs size tables by their connection count (wrk's and redis' event
  * loops refuse a descriptor beyond it), TCP gives them small, dense
- * numbers, and a program that needs at most half of RLIMIT_NOFILE must
- * never see EMFILE because of us.  So ours move to the lowest free number
- * from the upper half of the limit up (from 65536 at most, so a huge limit
- * does not grow the kernel's table to match).  With no room there, a
- * required one (a doorbell: one pair per connection) is given up, -EMFILE,
- * and its connection falls back (limit_reached); any other stays where it
- * is.
+ * numbers, and a program that needs the numbers below ours must never see
+ * EMFILE because of us.  So ours move to the lowest free number from the
+ * top sixteenth of the limit up (at least 64 numbers, at most half of it;
+ * from 65536 at most, so a huge limit does not grow the kernel's table to
+ * match): a link group's file and its two doorbells serve 64 connections,
+ * so 20,000 descriptors leave the program 18,750 and us room for 26,000
+ * connections.  With no room there, a required one (a doorbell) is given
+ * up, -EMFILE, and its connection falls back (limit_reached); any other
+ * stays where it is.
  */
 #define IFD_HIGH_MAX	65536L
+#define IFD_RESERVE_MIN	64L
 
 /*
  * Asked twice per connection, so cached for NOFILE_TTL_NS.  A stale value
@@ -106,6 +109,13 @@ long usmc_nofile_limit(bool fresh)
 	return v;
 }
 
+long usmc_ifd_base(bool fresh)
+{
+	long lim = usmc_nofile_limit(fresh);
+
+	return MIN(IFD_HIGH_MAX, lim - MIN(lim / 2, MAX(IFD_RESERVE_MIN, lim / 16)));
+}
+
 int usmc_ifd_move_high(int fd, bool required)
 {
 	bool fresh = false;
@@ -113,7 +123,7 @@ int usmc_ifd_move_high(int fd, bool required)
 	int nfd;
 
 again:
-	base = MIN(IFD_HIGH_MAX, usmc_nofile_limit(fresh) / 2);
+	base = usmc_ifd_base(fresh);
 	if (fd >= base)
 		return fd;
 	nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);

@@ -22,6 +22,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "waitset.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -665,6 +666,7 @@ static void atfork_child(void)
 	usmc_family_after_fork();
 	usmc_lgr_after_fork();
 	usmc_epoll_after_fork();
+	usmc_waitset_after_fork();
 	usmc_stats_after_fork();
 }
 

@@ -3,7 +3,7 @@
  * interpose_open.c - calls that only make descriptors usmc does not track.
  *
  * usmc keeps descriptors TCP does not have (doorbells, link groups; ifd.c
- * puts them in the upper half of RLIMIT_NOFILE).  A program that fills its
+ * puts them at the top of RLIMIT_NOFILE).  A program that fills its
  * table must reach EMFILE where it would over TCP, whichever call fills
  * it: so these wrappers, like socket(), accept(), dup() and epoll_create()
  * in interpose*.c, give usmc's own back at EMFILE and try once more

@@ -38,6 +38,7 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
 	l->pid = usmc_getpid();
 	l->mem_fd = -1;
 	l->guard = -1;
+	l->bell_own = l->bell_peer = -1;
 	l->dev = &usmc_dev_loopback;
 	pthread_mutex_init(&l->lock, NULL);
 	return l;
@@ -45,28 +46,17 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
 
 static int lgr_bells_alloc(struct usmc_lgr *l)
 {
-	uint32_t i;
-
-	l->bells = malloc(sizeof(*l->bells) * l->nslots);
-	if (!l->bells)
-		return -ENOMEM;
-	for (i = 0; i < l->nslots; i++) {
-		l->bells[i].own = l->bells[i].peer = -1;
-		l->bells[i].backed[0] = l->bells[i].backed[1] = 0;
-		l->bells[i].users = 0;
-	}
-	return 0;
+	l->bells = calloc(l->nslots, sizeof(*l->bells));
+	l->bell_own = l->bell_peer = -1;
+	l->bell_users = 0;
+	return l->bells ? 0 : -ENOMEM;
 }
 
 static void lgr_free(struct usmc_lgr *l)
 {
-	uint32_t i;
-
 	if (l->bells) {
-		for (i = 0; i < l->nslots; i++) {
-			usmc_ifd_close(l->bells[i].own);
-			usmc_ifd_close(l->bells[i].peer);
-		}
+		usmc_ifd_close(l->bell_own);
+		usmc_ifd_close(l->bell_peer);
 		free(l->bells);
 	}
 	l->dev->lgr_release(l);
@@ -178,12 +168,8 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 found:
 	l->refs++;
 	pthread_mutex_unlock(&lgr_list_lock);
-	/* A slot whose doorbells we hold open was registered before. */
-	pthread_mutex_lock(&l->lock);
-	rc = l->bells[s].own >= 0 ? 0 : -ENOENT;
-	pthread_mutex_unlock(&l->lock);
-	if (rc)
-		rc = l->dev->register_dmb(l, (uint32_t)s);
+	/* A slot this process backed before was registered before. */
+	rc = l->bells[s].backed[0] ? 0 : l->dev->register_dmb(l, (uint32_t)s);
 	if (rc) {
 		usmc_lgr_slot_put(l, (uint32_t)s, *gen, false);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
@@ -343,35 +329,62 @@ void usmc_lgr_put(struct usmc_lgr *l)
 	pthread_mutex_unlock(&lgr_list_lock);
 }
 
-int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer)
+int usmc_lgr_bells(struct usmc_lgr *l, int *own, int *peer)
 {
-	struct usmc_lgr_bell *b = &l->bells[slot];
 	int rc = 0;
 
 	pthread_mutex_lock(&l->lock);
-	if (b->own < 0) {
-		rc = l->dev->attach_dmb(l, slot, l->owner, &b->own, &b->peer);
+	if (l->bell_own < 0) {
+		rc = l->dev->attach_bells(l, l->owner, &l->bell_own, &l->bell_peer);
 		if (rc)
-			b->own = b->peer = -1;
+			l->bell_own = l->bell_peer = -1;
+		else
+			l->bell_gen++;
 	}
-	*own = b->own;
-	*peer = b->peer;
+	*own = l->bell_own;
+	*peer = l->bell_peer;
 	/* Counted before the lock goes: a shed (usmc_lgr_shed) never closes
 	 * numbers handed out to a socket not yet in the descriptor table. */
 	if (!rc)
-		b->users++;
+		l->bell_users++;
 	pthread_mutex_unlock(&l->lock);
 	return rc;
 }
 
-void usmc_lgr_bells_put(struct usmc_lgr *l, uint32_t slot)
+void usmc_lgr_bells_put(struct usmc_lgr *l)
 {
-	struct usmc_lgr_bell *b = &l->bells[slot];
+	pthread_mutex_lock(&l->lock);
+	if (l->bell_users)
+		l->bell_users--;
+	pthread_mutex_unlock(&l->lock);
+}
+
+int usmc_lgr_bell_own(struct usmc_lgr *l)
+{
+	int fd;
 
 	pthread_mutex_lock(&l->lock);
-	if (b->users)
-		b->users--;
+	fd = l->bell_own;
 	pthread_mutex_unlock(&l->lock);
+	return fd;
+}
+
+void usmc_lgr_hold(struct usmc_lgr *l)
+{
+	pthread_mutex_lock(&lgr_list_lock);
+	l->refs++;
+	pthread_mutex_unlock(&lgr_list_lock);
+}
+
+bool usmc_lgr_bells_last(struct usmc_lgr *l)
+{
+	bool last;
+
+	if (!usmc_lock_bounded(&l->lock))
+		return false;
+	last = l->bell_users == 1;
+	pthread_mutex_unlock(&l->lock);
+	return last;
 }
 
 /* Nothing of an owned link group is still wanted by the server side: a
@@ -396,7 +409,6 @@ int usmc_lgr_shed(void)
 {
 	struct usmc_lgr **pp, *l;
 	int n = 0;
-	uint32_t i;
 
 	if (!usmc_lock_bounded(&lgr_list_lock))
 		return 0;
@@ -411,14 +423,10 @@ int usmc_lgr_shed(void)
 			pp = &l->next;
 			continue;
 		}
-		for (i = 0; i < l->nslots; i++) {
-			struct usmc_lgr_bell *b = &l->bells[i];
-
-			if (b->users || b->own < 0)
-				continue;
-			usmc_ifd_close(b->own);
-			usmc_ifd_close(b->peer);
-			b->own = b->peer = -1;
+		if (!l->bell_users && l->bell_own >= 0) {
+			usmc_ifd_close(l->bell_own);
+			usmc_ifd_close(l->bell_peer);
+			l->bell_own = l->bell_peer = -1;
 			n += 2;
 		}
 		pthread_mutex_unlock(&l->lock);

@@ -39,12 +39,12 @@ struct usmc_lgr_hdr {
 };
 
 struct usmc_lgr_bell {
-	int own, peer;			/* -1 until opened */
 	uint32_t backed[2];		/* ring bytes this process backed, by dir
 					 * (dmb_reserve; written under the tx_lock of
 					 * the slot's connection) */
-	uint32_t users;			/* connections of ours using them (lock) */
 };
+
+struct usmc_epreg;
 
 struct usmc_lgr {
 	uint64_t id;
@@ -61,7 +61,15 @@ struct usmc_lgr {
 	uint8_t *dmb;
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
-	struct usmc_lgr_bell *bells;	/* [nslots], under lock */
+	struct usmc_lgr_bell *bells;	/* [nslots] */
+	/* The doorbells, one per side for every slot (under lock): own is
+	 * watched by our waiters, peer rung for the other side; -1 until
+	 * opened.  bell_gen counts openings (wait.c caches registrations by
+	 * it); bell_users: connections of ours using them. */
+	int bell_own, bell_peer;
+	_Atomic uint32_t bell_gen;
+	uint32_t bell_users;
+	struct usmc_epreg *epregs;	/* epoll records of its sockets (ep_lock, epoll.c) */
 	pthread_mutex_t lock;
 	struct usmc_lgr *next;
 };
@@ -88,16 +96,22 @@ void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool
 /* Server: attach the client's link group by id (cached). */
 int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out);
 void usmc_lgr_put(struct usmc_lgr *l);
+/* One more reference to a link group we hold one of. */
+void usmc_lgr_hold(struct usmc_lgr *l);
 /* After exec or SCM_RIGHTS: the link group we own, kept locked by the
  * inherited owner_fd (it must be lg-<id>/mem's file; consumed: closed
  * unless it becomes the link group's). */
 int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out);
 
-/* Both: doorbell descriptors for a slot (cached, owned by the lgr), with a
- * use counted (usmc_lgr_bells_put lets go). */
-int usmc_lgr_bells(struct usmc_lgr *l, uint32_t slot, int *own, int *peer);
-/* A connection of ours stops using a slot's doorbells. */
-void usmc_lgr_bells_put(struct usmc_lgr *l, uint32_t slot);
+/* Both: the link group's doorbell descriptors (opened once, owned by the
+ * lgr), with a use counted (usmc_lgr_bells_put lets go). */
+int usmc_lgr_bells(struct usmc_lgr *l, int *own, int *peer);
+/* A connection of ours stops using the doorbells. */
+void usmc_lgr_bells_put(struct usmc_lgr *l);
+/* Is one connection all that uses them (shed.c: moving it frees them)? */
+bool usmc_lgr_bells_last(struct usmc_lgr *l);
+/* Our doorbell's descriptor now (-1: closed by a shed). */
+int usmc_lgr_bell_own(struct usmc_lgr *l);
 /* Out of descriptors (shed.c): close the doorbells no connection of ours
  * uses and the link groups nothing uses; how many descriptors went. */
 int usmc_lgr_shed(void);

@@ -391,7 +391,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	/* The peer counts on exactly one wake byte before any TCP data. */
 	if (sk->role == 'C')
 		usmc_client_send_wake(sk, fd);
-	sk->lgr->dev->signal(sk->bell_peer);
+	usmc_ring_peer(sk);
 	/* Both left: what it had not read of ours is ours to send, and what
 	 * we read beyond where it starts sending, ours to drop. */
 	if (peer_left && m == USMC_MODE_SMCD)

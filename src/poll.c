@@ -5,10 +5,11 @@
  *
  * A set without shared-memory connections goes straight to the kernel.
  * Otherwise: report what is ready now; if nothing is, spin briefly (only
- * when every descriptor is ours), arm the doorbells, and sleep in the kernel
- * on the application's other descriptors plus, per connection, its doorbell
- * and its TCP socket (FIN/RST = peer gone).  Readiness of a connection is
- * always recomputed from the rings, never taken from the doorbell.
+ * when every descriptor is ours), arm, and sleep in the kernel on the
+ * application's other descriptors, per connection its TCP socket (FIN/RST =
+ * peer gone), and the thread's waitset watching the connections' link group
+ * doorbells (waitset.c).  Readiness of a connection is always recomputed
+ * from the rings, never taken from the doorbell.
  */
 #include "fdtab.h"
 #include "log.h"
@@ -17,6 +18,7 @@
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
+#include "waitset.h"
 
 #include <stdlib.h>
 #include <sys/select.h>
@@ -26,8 +28,6 @@
 struct pent {
 	int idx;			/* index in the application's array */
 	struct usmc_sock *sk;
-	int kidx;			/* first kernel slot (bell, then TCP) */
-	int nk;
 };
 
 static short app_mask(short events)
@@ -199,7 +199,7 @@ restart:
 		}
 		return rc < 0 ? -errno : rc;
 	}
-	if (n > POLL_STACK && kfds == stack_k) {
+	if (n >= POLL_STACK && kfds == stack_k) {
 		kfds = malloc(sizeof(*kfds) * (n * 2));
 		if (!kfds) {
 			rc = -ENOMEM;
@@ -208,7 +208,7 @@ restart:
 	}
 	for (;;) {
 		bool all_ours = (nfds_t)nent == n;
-		int kt = timeout;
+		int kt = timeout, level = -1, ws = -1;
 
 		/* 1. what is ready now */
 		ready = 0;
@@ -254,13 +254,19 @@ restart:
 		for (j = 0; j < n; j++)
 			kfds[nk++] = fds[j];
 		if (!ready) {
+			/* Watched before armed: a ring after the arm leaves an
+			 * edge in the waitset (wait.c). */
+			level = usmc_waitset_enter();
+			ws = level < 0 ? -1 : usmc_waitset_fd(level);
 			for (i = 0; i < nent; i++) {
 				struct usmc_sock *sk = ent[i].sk;
 				struct pollfd *p = &fds[ent[i].idx];
 				int what = (p->events & (POLLIN | POLLRDNORM | POLLRDHUP) ? USMC_WAIT_RX : 0) |
 					   (p->events & (POLLOUT | POLLWRNORM) ? USMC_WAIT_TX : 0);
 
-				sk->lgr->dev->drain(sk->bell_own);
+				if (ws >= 0 && (sk->bell_own < 0 ||
+						usmc_waitset_watch(level, sk->lgr, sk->bell_own)))
+					ws = -1;
 				if (usmc_arm(sk, what ? what : USMC_WAIT_RX)) {
 					p->revents = usmc_poll_revents(sk, p->fd, p->events);
 					if (p->revents)
@@ -280,11 +286,14 @@ restart:
 				    (sk_mode(sk) == USMC_MODE_MIGRATING ? POLLOUT | POLLPRI : 0);
 			if (sk_flag(sk, SKF_TCP_EOF))
 				p->fd = -1;
-			ent[i].kidx = nk;
-			kfds[nk].fd = sk->bell_own;
+		}
+		if (ws >= 0 && !ready) {
+			kfds[nk].fd = ws;
 			kfds[nk].events = POLLIN;
 			kfds[nk].revents = 0;
 			nk++;
+		} else if (!ready && (kt < 0 || kt > 1)) {
+			kt = 1;		/* no waitset: nothing rings us, look every ms */
 		}
 		if (use_mask) {
 			struct timespec ts, *tp = NULL;
@@ -298,11 +307,18 @@ restart:
 		} else {
 			rc = real.poll(kfds, (nfds_t)nk, kt);
 		}
-		if (rc < 0) {
+		if (rc < 0)
 			rc = -errno;
-			if (!ready)
-				goto out;
-		}
+		if (ws >= 0 && !ready && rc > 0 && kfds[nk - 1].revents)
+			usmc_waitset_clear(level);
+		/* A handler's poll sharing the instance of the wait it
+		 * interrupted: make that one look again. */
+		for (i = 0; usmc_waitset_nested(level) && i < nent; i++)
+			if (ent[i].sk->bell_own >= 0)
+				ent[i].sk->lgr->dev->signal(ent[i].sk->bell_own);
+		usmc_waitset_leave(level);
+		if (rc < 0 && !ready)
+			goto out;
 		/* 4. merge */
 		ready = 0;
 		for (j = 0; j < n; j++)

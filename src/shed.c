@@ -3,23 +3,24 @@
  * shed.c - usmc gives its own descriptors back when the application runs
  * out of them.
  *
- * An accelerated connection keeps descriptors TCP does not have (its
- * doorbells; link groups have their files), placed in the upper half of
+ * Accelerated connections keep descriptors TCP does not have (a link
+ * group's file and doorbells, threads' waitsets), placed at the top of
  * RLIMIT_NOFILE (ifd.c).  A program that needs more of its table than TCP
  * leaves it would see EMFILE where TCP would not.  So when a call that
  * makes a descriptor fails with EMFILE (socket, accept, dup, open, pipe...:
  * SHED_RETRY, interpose.h), the wrapper asks usmc_shed() for room and
  * tries once more:
  *
- *   1. doorbells cached for slots no connection of ours uses, and link
- *      groups nothing uses (lgr.c; an owned one only once the server
+ *   1. this thread's idle waitsets (waitset.c), doorbells of link groups
+ *      no connection of ours uses, and link groups nothing uses (lgr.c; an owned one only once the server
  *      side let go of every slot: a closed client's unread bytes need
  *      its files);
- *   2. else one accelerated connection moves to TCP (migrate.c, reason
- *      limit_reached: the peer follows, every byte in order) and its
- *      doorbells go.  Its epoll registrations let go of the doorbell
- *      first, so no kernel entry outlives its descriptor and none is
- *      ever taken for a number the application gets next.
+ *   2. else the accelerated connections of one link group move to TCP
+ *      (migrate.c, reason limit_reached: the peer follows, every byte in
+ *      order) until the last user lets go of its doorbells, and they go.  Its epoll
+ *      registrations let go of the doorbell first, so no kernel entry
+ *      outlives its descriptor and none is ever taken for a number the
+ *      application gets next.
  *
  * New connections whose descriptors find no room stay TCP already
  * (usmc_conn_resources).  Locking: the descriptor table is walked with
@@ -50,6 +51,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "waitset.h"
 
 /* Close what usmc_lgr_shed may, if no call holds a socket that may have
  * had doorbells (but mine: the caller's own reference). */
@@ -82,7 +84,7 @@ static bool shed_bells(struct usmc_sock *sk)
 		return false;
 	pthread_mutex_lock(&sk->lock);
 	if (sk->lgr && sk->bell_own >= 0) {
-		usmc_lgr_bells_put(sk->lgr, sk->slot);
+		usmc_lgr_bells_put(sk->lgr);
 		__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
 	}
@@ -91,41 +93,46 @@ static bool shed_bells(struct usmc_sock *sk)
 }
 
 /*
- * Move one accelerated connection to TCP and close its doorbells; at most
- * one per call, and only while no other call holds a socket (a call in
- * progress would keep what we free: move nothing to TCP for nothing).
+ * Move the connections of one link group to TCP until its doorbells close:
+ * they are the link group's, so only its last user gives them back (a
+ * group of one moves one connection).  Only while no other call holds a
+ * socket (a call in progress would keep what we free: move nothing to TCP
+ * for nothing); the group is the first the walk from the top meets.
  */
 static bool shed_conn(void)
 {
 	long lim = usmc_nofile_limit(false), fd;
+	const struct usmc_lgr *lg = NULL;
 
 	for (fd = lim - 1; fd >= 0; fd--) {
 		struct usmc_sock *sk = usmc_fd_get((int)fd);
-		bool tried = false, done = false;
+		bool done = false;
 
 		if (!sk)
 			continue;
-		if (shed_candidate(sk) && usmc_fd_quiet(sk)) {
+		if (shed_candidate(sk) && (!lg || sk->lgr == lg) && usmc_fd_quiet(sk)) {
 			if (sk_mode(sk) == USMC_MODE_SMCD &&
 			    !usmc_conn_to_tcp(sk, (int)fd, USMC_R_LIMIT))
 				usmc_dbg(1, "fd %ld: moved to TCP to give descriptors back "
 					 "(limit_reached)", fd);
-			tried = sk_mode(sk) == USMC_MODE_TCP;
 			/* Its doorbells stay cached in the link group (users
 			 * 0) if a call holds a socket now: a later shed
 			 * closes them. */
-			done = tried && shed_bells(sk) && shed_quiet(sk) > 0;
+			if (sk_mode(sk) == USMC_MODE_TCP) {
+				lg = sk->lgr;
+				done = shed_bells(sk) && shed_quiet(sk) > 0;
+			}
 		}
 		usmc_sock_put(sk);
-		if (tried)
-			return done;
+		if (done)
+			return true;
 	}
 	return false;
 }
 
 bool usmc_shed(void)
 {
-	int n = shed_quiet(NULL);
+	int n = usmc_waitset_shed() + shed_quiet(NULL);
 
 	if (n) {
 		usmc_dbg(1, "out of descriptors: %d of usmc's closed", n);

@@ -101,7 +101,6 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	sk->tx_c = sk->rx_c = NULL;
 	sk->tx_ring = sk->rx_ring = NULL;
 	sk->bell_own = sk->bell_peer = -1;
-	sk->bell_unread = 0;
 	sk->st = NULL;
 	sk->migrate_pos = 0;
 	sk->migrate_end = MIGRATE_END_UNKNOWN;

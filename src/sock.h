@@ -104,10 +104,8 @@ struct usmc_sock_sh {
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
 	_Atomic uint32_t tx_stuck;	/* backing it further failed (tmpfs full) */
-	_Atomic uint32_t bell_owner;	/* wait.c: tid of the thread sleeping on the doorbell */
-	_Atomic uint32_t bell_owner_pid;	/* ... and its process */
-	_Atomic uint32_t wake_seq;	/* wait.c: futex the other waiters sleep on */
-	_Atomic uint32_t followers;	/* wait.c: how many sleep on it */
+	_Atomic uint32_t own_rung;	/* bumped before ringing our own doorbell (shutdown):
+					 * epoll's armed records count it as a ring (wait.c) */
 	_Atomic uint32_t in_use;	/* family allocator: 0 free, 1 used, USMC_SH_PRIVATE */
 	/* SO_RCVTIMEO / SO_SNDTIMEO as usmc_sock_timeout() returns them, so a
 	 * wait costs no getsockopt(2): (timeo_ver << 32) | (ms + 2), 0 unknown;
@@ -146,7 +144,6 @@ struct usmc_sock {
 					 * reference (shed.c closes them only when no
 					 * call does) */
 	int shed_entries;		/* fdtab.c usmc_fd_quiet's count, under fdtab_lock */
-	unsigned int bell_unread;	/* epoll: wake-ups seen since the last drain */
 	struct usmc_stats_conn *st;
 	uint64_t migrate_pos;		/* MIGRATING: next ring byte to send on TCP */
 	uint64_t migrate_end;		/* ... and the end, fixed at the first pump */
@@ -503,6 +500,21 @@ void usmc_kick_data(struct usmc_sock *sk);
 void usmc_kick_space(struct usmc_sock *sk);
 /* Arm our doorbell for what; returns true if the condition already holds. */
 bool usmc_arm(struct usmc_sock *sk, int what);
+/* The same; seq: what to give usmc_rung_since() for this arm. */
+bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3]);
+/* Did a ring answer that arm (epoll: which connection a shared doorbell
+ * woke)?  0: no, else when it was sent (CLOCK_MONOTONIC ns, 1: ours). */
+uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3]);
+/* Ring the peer whatever it armed for (reset, migration, a declined
+ * proposal): every arm it has out counts as answered.  _lines: the same
+ * given our two lines, the peer's two, and the peer's doorbell. */
+void usmc_ring_peer(struct usmc_sock *sk);
+struct usmc_lgr;
+void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
+		     struct usmc_cdc_cons *my_c, struct usmc_cdc_cons *peer_c,
+		     struct usmc_cdc_prod *peer_p);
+/* Wake our own side's waiters (shutdown): they look at their flags. */
+void usmc_ring_own(struct usmc_sock *sk);
 /* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
 void usmc_check_tcp(struct usmc_sock *sk, int fd);
 /* The same; installed = false: fd is not in the descriptor table yet

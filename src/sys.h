@@ -114,6 +114,27 @@ static inline int sys_poll(struct pollfd *fds, nfds_t n, int timeout)
 				      0, 8, 0));
 }
 
+struct epoll_event;
+
+/* The waitsets' epoll instances (waitset.c): raw, like every descriptor
+ * libusmc makes and closes itself (a sanitizer that saw only one half
+ * would take a reused number for a race). */
+static inline int sys_epoll_create1(int flags)
+{
+	return (int)sys_ret(usmc_sys(SYS_epoll_create1, flags, 0, 0));
+}
+
+static inline int sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
+{
+	return (int)sys_ret(usmc_sys6(SYS_epoll_ctl, ep, op, fd, (long)ev, 0, 0));
+}
+
+static inline int sys_epoll_wait(int ep, struct epoll_event *ev, int n, int timeout)
+{
+	/* epoll_pwait: aarch64 has no epoll_wait system call. */
+	return (int)sys_ret(usmc_sys6(SYS_epoll_pwait, ep, (long)ev, n, timeout, 0, 8));
+}
+
 static inline int sys_ioctl(int fd, unsigned long req, void *arg)
 {
 	return (int)sys_ret(usmc_sys(SYS_ioctl, fd, req, arg));
@@ -136,6 +157,8 @@ int usmc_ifd_move_high(int fd, bool required);
 /* RLIMIT_NOFILE's soft limit (LONG_MAX: none): cached for up to a second,
  * or read now (fresh). */
 long usmc_nofile_limit(bool fresh);
+/* The lowest number usmc's own descriptors take (see ifd.c). */
+long usmc_ifd_base(bool fresh);
 /* Close an internal descriptor. */
 static inline int usmc_ifd_close(int fd)
 {

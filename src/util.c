@@ -43,8 +43,8 @@ static const struct {
 				    "the other user on both ends: usmc run -a UID / USMC_ALLOW" },
 	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit (also: moved to TCP to give "
 				    "descriptors back when the program ran out)",
-				    "raise the descriptor limit (ulimit -n; usmc needs two per "
-				    "connection in the upper half) or USMC_LGR_SLOTS" },
+				    "raise the descriptor limit (ulimit -n; usmc takes three per "
+				    "link group from the top sixteenth) or USMC_LGR_SLOTS" },
 	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted",
 				    "a timing race at connect; rare and harmless, nothing to do unless "
 				    "it is frequent (then report it)" },

@@ -6,13 +6,20 @@
  * round trip on the machines we target, so a waiter first spins on the
  * cursors for up to a budget (USMC_BUSY_POLL, or the adaptive budget capped
  * by USMC_SPIN_US) unless the peer last ran on our CPU, where spinning only
- * delays it.  Then it arms its doorbell, re-checks, and sleeps in poll(2)
- * on the doorbell and the TCP socket (FIN/RST there means the peer is gone).
+ * delays it.  Then it arms, re-checks, and sleeps in poll(2) on its
+ * thread's waitset (waitset.c: the link group's doorbell, edge-triggered)
+ * and the TCP socket (FIN/RST there means the peer is gone).
  *
  * Arm/kick protocol (pairs of full fences, see cdc.h):
- *   waiter: drain bell; armed++; fence; re-check; sleep
+ *   waiter: armed++; fence; re-check; sleep
  *   kicker: publish cursor; fence; if (armed != rung) { rung = armed; ring }
- * The drain happens before arming so a wake-up for this arm is never eaten.
+ * The doorbell is the link group's, one per side for all its slots: the
+ * kicker also publishes the armed value it rang for in its own line
+ * (data_rung, space_rung), so that an epoll instance woken by the shared
+ * doorbell tells which of its armed connections the ring was for
+ * (usmc_rung_since).  Rings that are not answers to an arm (a reset, a
+ * migration) publish every arm as answered; rings of our own doorbell
+ * (shutdown wakes our own sleepers) count in sh->own_rung.
  */
 #include "af_usmc.h"
 #include "epoll.h"
@@ -22,9 +29,9 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "waitset.h"
 
 #include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -87,14 +94,60 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 
 bool usmc_arm(struct usmc_sock *sk, int what)
 {
+	uint32_t seq[3];
+
+	return usmc_arm_seq(sk, what, seq);
+}
+
+bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3])
+{
+	seq[0] = seq[1] = 0;
+	seq[2] = LOAD_ACQUIRE(&sk->sh->own_rung);
 	if (what & USMC_WAIT_RX)
-		atomic_fetch_add_explicit(&sk->rx_c->data_armed, 1, memory_order_relaxed);
+		seq[0] = atomic_fetch_add_explicit(&sk->rx_c->data_armed, 1, memory_order_relaxed) + 1;
 	if (what & USMC_WAIT_TX)
-		atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed);
+		seq[1] = atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed) + 1;
 	/* Pairs with the fence in usmc_kick_*(): either we see their cursor
 	 * or they see our arm. */
 	FENCE(memory_order_seq_cst);
 	return wait_ready(sk, what);
+}
+
+/*
+ * Has a ring answered the arm that returned seq?  The peer publishes what
+ * it rang for after loading our counter past its fence, so a value at or
+ * beyond ours means news since our arm.  0: no; else when the first ring
+ * that did was sent (1 for our own), for epoll's first come, first served
+ * order.  The peer's words: a lie only loses, adds or reorders wake-ups of
+ * its own connections.
+ */
+uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3])
+{
+	uint64_t at = 0, t;
+
+	if (LOAD_ACQUIRE(&sk->sh->own_rung) != seq[2])
+		return 1;
+	if ((what & USMC_WAIT_RX) && (int32_t)(LOAD_ACQUIRE(&sk->rx_p->data_rung) - seq[0]) >= 0)
+		at = LOAD_RELAXED(&sk->rx_p->data_rung_ns) | 1;
+	if ((what & USMC_WAIT_TX) && (int32_t)(LOAD_ACQUIRE(&sk->tx_c->space_rung) - seq[1]) >= 0) {
+		t = LOAD_RELAXED(&sk->tx_c->space_rung_ns) | 1;
+		at = at ? MIN(at, t) : t;
+	}
+	return at;
+}
+
+/* Our own line: only ever forward (two rings of one family may race);
+ * the time first, so that whoever sees the count sees when. */
+static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t v)
+{
+	uint32_t cur = LOAD_RELAXED(word);
+	int i;
+
+	STORE_RELAXED(ns, usmc_now_ns());
+	for (i = 0; i < 8 && (int32_t)(v - cur) > 0; i++)
+		if (atomic_compare_exchange_weak_explicit(word, &cur, v, memory_order_release,
+							  memory_order_relaxed))
+			return;
 }
 
 void usmc_kick_data(struct usmc_sock *sk)
@@ -105,6 +158,7 @@ void usmc_kick_data(struct usmc_sock *sk)
 	armed = LOAD_RELAXED(&sk->tx_c->data_armed);
 	if (armed != sk->sh->data_rung) {
 		sk->sh->data_rung = armed;
+		rung_publish(&sk->tx_p->data_rung, &sk->tx_p->data_rung_ns, armed);
 		sk->lgr->dev->signal(sk->bell_peer);
 		STAT_INC(doorbells);
 	}
@@ -118,9 +172,31 @@ void usmc_kick_space(struct usmc_sock *sk)
 	armed = LOAD_RELAXED(&sk->rx_p->space_armed);
 	if (armed != sk->sh->space_rung) {
 		sk->sh->space_rung = armed;
+		rung_publish(&sk->rx_c->space_rung, &sk->rx_c->space_rung_ns, armed);
 		sk->lgr->dev->signal(sk->bell_peer);
 		STAT_INC(doorbells);
 	}
+}
+
+void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
+		     struct usmc_cdc_cons *my_c, struct usmc_cdc_cons *peer_c,
+		     struct usmc_cdc_prod *peer_p)
+{
+	FENCE(memory_order_seq_cst);
+	rung_publish(&my_p->data_rung, &my_p->data_rung_ns, LOAD_RELAXED(&peer_c->data_armed));
+	rung_publish(&my_c->space_rung, &my_c->space_rung_ns, LOAD_RELAXED(&peer_p->space_armed));
+	l->dev->signal(bell);
+}
+
+void usmc_ring_peer(struct usmc_sock *sk)
+{
+	usmc_ring_lines(sk->lgr, sk->bell_peer, sk->tx_p, sk->rx_c, sk->tx_c, sk->rx_p);
+}
+
+void usmc_ring_own(struct usmc_sock *sk)
+{
+	atomic_fetch_add(&sk->sh->own_rung, 1);
+	sk->lgr->dev->signal(sk->bell_own);
 }
 
 void usmc_check_tcp(struct usmc_sock *sk, int fd)
@@ -278,90 +354,15 @@ static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
 		STORE_RELAXED(&spin_hint_ns, b);
 }
 
-/* Followers sleep here; 0 when woken (or the word moved), -EAGAIN on
- * timeout, -EINTR.  The family region is MAP_SHARED: a shared futex. */
-static int futex_wait(_Atomic uint32_t *word, uint32_t seq, int timeout_ms)
-{
-	struct timespec ts, *tp = NULL;
-	long rc;
-
-	if (timeout_ms >= 0) {
-		ts.tv_sec = timeout_ms / 1000;
-		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-		tp = &ts;
-	}
-	rc = sys_ret(usmc_sys6(SYS_futex, (long)word, FUTEX_WAIT, seq, (long)tp, 0, 0));
-	if (rc < 0 && errno == ETIMEDOUT)
-		return -EAGAIN;
-	if (rc < 0 && errno != EAGAIN)
-		return -errno;
-	return 0;
-}
-
-/*
- * A follower sleeps until the leader wakes.  Should the leader's process
- * die while leading (SIGKILL of a forked worker), nobody would bump the
- * word: so a follower looks, every FOLLOW_CHECK_MS, whether the leader
- * still exists and takes its place if not.
- */
-#define FOLLOW_CHECK_MS	250
-
-static int follower_wait(struct usmc_sock *sk, uint32_t seq, uint32_t leader, int timeout_ms)
-{
-	int slice, rc;
-
-	for (;;) {
-		slice = timeout_ms < 0 || timeout_ms > FOLLOW_CHECK_MS ? FOLLOW_CHECK_MS : timeout_ms;
-		rc = futex_wait(&sk->sh->wake_seq, seq, slice);
-		if (rc != -EAGAIN)
-			return rc;
-		if (timeout_ms >= 0 && (timeout_ms -= slice) <= 0)
-			return -EAGAIN;
-		if (sys_ret(usmc_sys(SYS_tgkill, LOAD_RELAXED(&sk->sh->bell_owner_pid), leader, 0)) &&
-		    errno == ESRCH && atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, 0))
-			return 0;	/* the leader is gone: look again (and lead) */
-		if (LOAD_ACQUIRE(&sk->sh->bell_owner) != leader)
-			return 0;
-	}
-}
-
-/* Let the followers look again (they re-check readiness themselves).
- * Seq-cst: against a follower's increment of followers before its load of
- * wake_seq; either it sees the new seq or we see it counted. */
-static void wake_followers(struct usmc_sock *sk)
-{
-	atomic_fetch_add(&sk->sh->wake_seq, 1);
-	if (atomic_load(&sk->sh->followers))
-		usmc_sys6(SYS_futex, (long)&sk->sh->wake_seq, FUTEX_WAKE, INT_MAX, 0, 0, 0);
-}
-
-/* The leader woke (or gave up). */
-static void leader_done(struct usmc_sock *sk)
-{
-	STORE_RELEASE(&sk->sh->bell_owner, 0);
-	wake_followers(sk);
-}
-
-/*
- * The end of a nested lead (a signal handler's wait while this thread
- * already leads further up its stack, see usmc_wait): the lead stays with
- * the outer wait.  We may have drained a ring meant for it, and it may be
- * just about to sleep (the signal came before its poll): ring our own
- * doorbell so that it looks again instead.
- */
-static void nested_done(struct usmc_sock *sk)
-{
-	sk->lgr->dev->signal(sk->bell_own);
-	wake_followers(sk);
-}
+/* No waitset (out of descriptors): sleep in slices this long instead. */
+#define WAIT_SLICE_MS	1
 
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 {
 	struct pollfd p[2];
-	uint32_t budget, seq, leader, me;
+	uint32_t budget;
 	uint64_t t0;
-	int cpu, n, rc, err;
-	bool nested;
+	int cpu, n, rc, err, level, ws, ms;
 
 	cpu = sched_getcpu();
 	usmc_publish_cpu(sk, cpu);
@@ -398,75 +399,65 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		return wait_ready(sk, what) ? 0 : -EAGAIN;
 	}
 	/*
-	 * One doorbell per side, possibly many waiting threads (a reader and
-	 * a writer of one socket, or two readers): draining it for one must
-	 * never swallow the wake-up of another.  So only one thread at a
-	 * time, the leader, drains and sleeps on the doorbell; the others arm
-	 * for what they wait for (the peer rings the same doorbell) and sleep
-	 * on a futex in the family region that the leader bumps whenever it
-	 * wakes, and whenever it drained rings that may have been theirs.
-	 * Each arms only its own direction: a reader's sleep does not make
-	 * the peer ring for space it frees.
+	 * Every waiter on its own instance (waitset.c): a reader and a writer
+	 * of one socket, threads on different connections of one link group
+	 * and forked workers each get every ring, and nobody's sleep takes
+	 * another's.  The doorbell is watched before we arm, so a ring after
+	 * the arm always leaves an edge; edges left from before only make us
+	 * look again.  Each arms only its own direction: a reader's sleep
+	 * does not make the peer ring for space it frees.
 	 */
-	leader = 0;
-	me = (uint32_t)gettid();
-	/* Already ours: a signal handler called into us while this thread
-	 * leads a wait on this socket further up its stack (a send from a
-	 * handler that interrupted a blocked send or recv, as TCP allows).
-	 * Following would wait for ourselves forever: lead here too. */
-	nested = LOAD_RELAXED(&sk->sh->bell_owner) == me;
-	if (!nested && !atomic_compare_exchange_strong(&sk->sh->bell_owner, &leader, me)) {
-		atomic_fetch_add(&sk->sh->followers, 1);
-		seq = atomic_load(&sk->sh->wake_seq);
-		if (usmc_arm(sk, what)) {
-			atomic_fetch_sub(&sk->sh->followers, 1);
-			return 0;
-		}
-		STAT_INC(sleeps);
-		rc = follower_wait(sk, seq, leader, timeout_ms);
-		atomic_fetch_sub(&sk->sh->followers, 1);
-		return rc;
-	}
-	STORE_RELAXED(&sk->sh->bell_owner_pid, (uint32_t)usmc_getpid());
-	sk->lgr->dev->drain(sk->bell_own);
-	if (atomic_load(&sk->sh->followers))
-		wake_followers(sk);
+	level = usmc_waitset_enter();
+	ws = level < 0 ? level : usmc_waitset_fd(level);
+	if (ws >= 0 && (sk->bell_own < 0 || usmc_waitset_watch(level, sk->lgr, sk->bell_own)))
+		ws = -1;
 	if (usmc_arm(sk, what)) {
-		if (nested)
-			nested_done(sk);
-		else
-			leader_done(sk);
+		usmc_waitset_leave(level);
 		return 0;
 	}
-	p[0].fd = sk->bell_own;
-	p[0].events = POLLIN;
-	p[0].revents = 0;
-	n = 1;
+	n = 0;
+	if (ws >= 0) {
+		p[n].fd = ws;
+		p[n].events = POLLIN;
+		p[n].revents = 0;
+		n++;
+	}
 	/* Watch TCP (peer death, TCP bytes) through a number that is still
 	 * ours: the application may have closed fd while we wait. */
 	fd = usmc_sock_live_fd(sk, fd);
 	if (fd >= 0 && !sk_flag(sk, SKF_TCP_EOF)) {
-		p[1].fd = fd;
-		p[1].events = POLLIN | POLLRDHUP;
-		p[1].revents = 0;
-		n = 2;
+		p[n].fd = fd;
+		p[n].events = POLLIN | POLLRDHUP;
+		p[n].revents = 0;
+		n++;
 	}
 	STAT_INC(sleeps);
 	t0 = usmc_now_ns();
-	rc = real.poll(p, (nfds_t)n, timeout_ms);
+	for (;;) {
+		/* Without a waitset nothing rings us: look every slice. */
+		ms = ws >= 0 || (timeout_ms >= 0 && timeout_ms < WAIT_SLICE_MS) ? timeout_ms :
+									    WAIT_SLICE_MS;
+		rc = real.poll(p, (nfds_t)n, ms);
+		if (ws >= 0 || rc || wait_ready(sk, what) ||
+		    (timeout_ms >= 0 && usmc_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000))
+			break;
+	}
 	err = rc < 0 ? -errno : 0;
-	if (rc > 0 && n == 2 && p[1].revents)
+	if (ws >= 0 && rc > 0 && p[0].revents)
+		usmc_waitset_clear(level);
+	if (rc > 0 && p[n - 1].fd == fd && p[n - 1].revents)
 		usmc_check_tcp(sk, fd);
-	if (nested)
-		nested_done(sk);
-	else
-		leader_done(sk);
+	/* A handler's wait on the instance of the wait it interrupted may
+	 * have taken that one's edge: make it look again. */
+	if (usmc_waitset_nested(level) && sk->bell_own >= 0)
+		sk->lgr->dev->signal(sk->bell_own);
+	usmc_waitset_leave(level);
 	if (err)
 		return err;
 	/* Woken soon after falling asleep: spinning that long would have won. */
-	if (rc > 0 && p[0].revents)
+	if (ws >= 0 && rc > 0 && p[0].revents)
 		spin_feedback(sk, true, usmc_now_ns() - t0);
-	if (rc == 0)
+	if (rc == 0 && (ws >= 0 || !wait_ready(sk, what)))
 		return -EAGAIN;
 	return 0;
 }

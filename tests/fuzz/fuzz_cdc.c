@@ -209,7 +209,6 @@ static void conn_setup(struct conn *c, struct fz *f)
 	sk->tx_ring = c->tx_ring;
 	sk->rx_ring = c->rx_ring;
 	sk->bell_own = sk->bell_peer = -1;
-	sk->bell_unread = 0;
 	sk->st = NULL;
 	sk->ln = ln;
 	sk->migrate_pos = 0;

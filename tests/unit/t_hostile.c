@@ -196,9 +196,9 @@ static void hostile_map(struct hostile *h)
 		h->v_rx_c = &h->c->c2s_c;
 		h->v_rx_ring = h->base + hdr->dmb_off + (size_t)slot * 2 * h->size;
 	}
-	/* The victim sleeps on its own FIFO: <slot>c as the client, <slot>s
-	 * as the server (dev_loopback.c). */
-	snprintf(path, sizeof(path), "%s/lg-%016llx/%u%c", rundir(), (unsigned long long)lgr, slot,
+	/* The victim watches its side's doorbell: c as the client, s as the
+	 * server, one per link group (dev_loopback.c). */
+	snprintf(path, sizeof(path), "%s/lg-%016llx/%c", rundir(), (unsigned long long)lgr,
 		 h->server ? 'c' : 's');
 	h->bell = t_ok(open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC));
 }
