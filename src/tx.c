@@ -18,11 +18,15 @@
 #include <stdlib.h>
 
 #define TX_RESERVE_CHUNK	(256u << 10)
+#define TX_RESERVE_MIN		4096u
 
 /*
  * The backed part of our ring is [0, tx_hw): the sender writes from offset
  * 0 after every rewind and grows the mark ahead of itself, so its position
  * is never past tx_hw, and until tx_hw reaches the ring size no write wraps.
+ * A connection starts with one page (usmc_conn_bind_slot), request/response
+ * traffic rewinds and stays there, and a stream doubles the mark up to
+ * TX_RESERVE_CHUNK steps: idle connections cost a page each way.
  */
 size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
 {
@@ -32,7 +36,7 @@ size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t w
 	if (hw >= sk->size)
 		return room;
 	while (off + room > hw && hw < sk->size && !LOAD_RELAXED(&sk->sh->tx_stuck)) {
-		uint32_t grow = MIN(TX_RESERVE_CHUNK, sk->size - hw);
+		uint32_t grow = MIN(MIN(TX_RESERVE_CHUNK, MAX(hw, TX_RESERVE_MIN)), sk->size - hw);
 		int dir = sk->role == 'C' ? 0 : 1;
 
 		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, dir, hw, grow)) {
