@@ -143,13 +143,16 @@ static void lg_leave(struct usmc_epreg *r)
 	usmc_lgr_put(l);
 }
 
-/* The record of r's instance that holds the link group's doorbell entry. */
+/* The record of r's instance that holds the link group's doorbell entry
+ * (for the doorbell open now: one closed by a shed took its entries along,
+ * r->bell_gen tells). */
 static struct usmc_epreg *sibling_bell(struct usmc_epreg *r)
 {
 	struct usmc_epreg *s;
 
 	for (s = r->bell_lg ? r->bell_lg->epregs : NULL; s; s = s->lg_next)
-		if (s != r && s->ep == r->ep && s->bell)
+		if (s != r && s->ep == r->ep && s->bell &&
+		    s->bell_gen == LOAD_RELAXED(&r->bell_lg->bell_gen))
 			return s;
 	return NULL;
 }
@@ -255,7 +258,10 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	ep_alias_drop(r->ep, r->fd);
 	lg_join(r);
 	if (!sibling_bell(r)) {
-		ev.events = EPOLLIN | EPOLLET | excl;
+		/* Never EPOLLEXCLUSIVE: the doorbell is the link group's, and
+		 * an exclusive entry would wake one instance for another's
+		 * connection (the kernel may wake several: "one or more"). */
+		ev.events = EPOLLIN | EPOLLET;
 		ev.data.u64 = ep_tag(r, EP_TAG_BELL);
 		/* An entry left for this doorbell would carry another tag. */
 		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->sk->bell_own, &ev) &&
@@ -266,6 +272,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 			return rc;
 		}
 		r->bell = true;
+		r->bell_gen = LOAD_RELAXED(&r->bell_lg->bell_gen);
 	}
 	r->translated = true;
 	r->undecided = false;
@@ -292,19 +299,22 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 		return;
 	}
 	r->bell = false;
-	/* Still open: a shed closes it only once no connection of ours uses
-	 * it, and then its entries went with it (never touch a reused number). */
+	/* Our entry went with the doorbell a shed closed (its generation is
+	 * past ours): never touch the number, it may be the new doorbell's,
+	 * registered by a sibling of its own. */
 	bell = usmc_lgr_bell_own(l);
 	for (s = l->epregs; s; s = s->lg_next)
 		if (s != r && s->ep == r->ep && s->translated)
 			break;
-	if (bell < 0) {
-		/* nothing left in the kernel */
+	if (bell < 0 || r->bell_gen != LOAD_RELAXED(&l->bell_gen)) {
+		/* nothing of ours left in the kernel */
 	} else if (s) {
-		ev.events = EPOLLIN | EPOLLET | (s->events & EPOLLEXCLUSIVE);
+		ev.events = EPOLLIN | EPOLLET;
 		ev.data.u64 = ep_tag(s, EP_TAG_BELL);
-		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, bell, &ev))
+		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, bell, &ev)) {
 			s->bell = true;
+			s->bell_gen = r->bell_gen;
+		}
 	} else {
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, bell, &ev);
 	}

@@ -46,6 +46,7 @@ struct usmc_epreg {
 	bool translated;		/* kernel holds our tagged entries */
 	bool undecided;			/* kernel entry: the program's events, EP_TAG_UND */
 	bool bell;			/* this record owns the (ep, link group) doorbell entry */
+	uint32_t bell_gen;		/* ... of the doorbell opened then (lgr.h bell_gen) */
 	bool disabled;			/* EPOLLONESHOT fired, or parked */
 	bool parked;			/* deleted by the application; kernel entries kept */
 	bool on_ready;			/* on ep->ready, or on ep->again if on_again */

@@ -674,6 +674,7 @@ __attribute__((constructor)) static void usmc_init(void)
 {
 	usmc_options_load();
 	usmc_real_init();
+	usmc_waitset_init();
 	pthread_atfork(usmc_family_before_fork, NULL, atfork_child);
 	usmc_sandbox_init();
 	if (!usmc_sandboxed())

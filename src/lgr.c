@@ -25,6 +25,9 @@ BUILD_BUG_ON(sizeof(struct usmc_cdc_client) != 64);
 #define LGR_IDLE_KEEP	16	/* idle link groups kept attached per process */
 
 static pthread_mutex_t lgr_list_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Doorbell openings in this process: never repeats, so a link group freed
+ * and attached again never looks like the one a cache remembers. */
+static _Atomic uint32_t bell_gens;
 static struct usmc_lgr *lgr_list;
 
 static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
@@ -339,7 +342,7 @@ int usmc_lgr_bells(struct usmc_lgr *l, int *own, int *peer)
 		if (rc)
 			l->bell_own = l->bell_peer = -1;
 		else
-			l->bell_gen++;
+			l->bell_gen = atomic_fetch_add(&bell_gens, 1) + 1;
 	}
 	*own = l->bell_own;
 	*peer = l->bell_peer;

@@ -64,8 +64,9 @@ struct usmc_lgr {
 	struct usmc_lgr_bell *bells;	/* [nslots] */
 	/* The doorbells, one per side for every slot (under lock): own is
 	 * watched by our waiters, peer rung for the other side; -1 until
-	 * opened.  bell_gen counts openings (wait.c caches registrations by
-	 * it); bell_users: connections of ours using them. */
+	 * opened.  bell_gen: which opening of the process's (waitset.c and
+	 * epoll.c tell registrations by it); bell_users: connections of ours
+	 * using them. */
 	int bell_own, bell_peer;
 	_Atomic uint32_t bell_gen;
 	uint32_t bell_users;

@@ -354,15 +354,78 @@ static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
 		STORE_RELAXED(&spin_hint_ns, b);
 }
 
-/* No waitset (out of descriptors): sleep in slices this long instead. */
-#define WAIT_SLICE_MS	1
+/* No waitset (no room for its descriptor): look at least this often. */
+#define WAIT_SLICE_MIN_MS	1
+#define WAIT_SLICE_MAX_MS	16
+
+/*
+ * Sleep until the condition holds, the TCP socket has news, the timeout
+ * passes (-EAGAIN) or a signal comes (-EINTR).  A ring of the link group's
+ * doorbell may be another connection's: look, arm again and sleep on with
+ * what is left of the timeout, so that neighbours' traffic never stretches
+ * SO_RCVTIMEO/SO_SNDTIMEO.
+ */
+static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, int level, int ws)
+{
+	uint64_t t0 = usmc_now_ns(), now = t0, deadline = t0 + (uint64_t)timeout_ms * 1000000;
+	int slice = WAIT_SLICE_MIN_MS, n, rc, ms;
+	struct pollfd p[2];
+	bool first = true;
+
+	STAT_INC(sleeps);
+	for (;;) {
+		if (!first && usmc_arm(sk, what))
+			return 0;
+		first = false;
+		n = 0;
+		if (ws >= 0) {
+			p[n].fd = ws;
+			p[n].events = POLLIN;
+			p[n].revents = 0;
+			n++;
+		}
+		/* Watch TCP (peer death, TCP bytes) through a number that is
+		 * still ours: the application may have closed fd meanwhile. */
+		fd = usmc_sock_live_fd(sk, fd);
+		if (fd >= 0 && !sk_flag(sk, SKF_TCP_EOF)) {
+			p[n].fd = fd;
+			p[n].events = POLLIN | POLLRDHUP;
+			p[n].revents = 0;
+			n++;
+		}
+		ms = timeout_ms < 0 ? -1 : (int)((deadline - now + 999999) / 1000000);
+		if (ws < 0) {
+			/* Nothing rings us: look, less often the longer it stays quiet. */
+			ms = ms < 0 ? slice : MIN(ms, slice);
+			slice = MIN(slice * 2, WAIT_SLICE_MAX_MS);
+		}
+		rc = real.poll(p, (nfds_t)n, ms);
+		if (rc < 0)
+			return -errno;
+		if (ws >= 0 && rc > 0 && p[0].revents) {
+			usmc_waitset_clear(level);
+			/* Woken soon after falling asleep: a spin that long would
+			 * have won. */
+			if (usmc_now_ns() - t0 < (uint64_t)usmc_opt.spin_us * 1000)
+				spin_feedback(sk, true, usmc_now_ns() - t0);
+		}
+		if (rc > 0 && p[n - 1].fd == fd && p[n - 1].revents) {
+			usmc_check_tcp(sk, fd);
+			return 0;	/* the caller looks at what TCP said */
+		}
+		if (wait_ready(sk, what))
+			return 0;
+		now = usmc_now_ns();
+		if (timeout_ms >= 0 && now >= deadline)
+			return -EAGAIN;
+	}
+}
 
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 {
-	struct pollfd p[2];
 	uint32_t budget;
 	uint64_t t0;
-	int cpu, n, rc, err, level, ws, ms;
+	int cpu, rc, level, ws;
 
 	cpu = sched_getcpu();
 	usmc_publish_cpu(sk, cpu);
@@ -408,56 +471,16 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	 * does not make the peer ring for space it frees.
 	 */
 	level = usmc_waitset_enter();
-	ws = level < 0 ? level : usmc_waitset_fd(level);
+	ws = usmc_waitset_fd(level);
 	if (ws >= 0 && (sk->bell_own < 0 || usmc_waitset_watch(level, sk->lgr, sk->bell_own)))
 		ws = -1;
-	if (usmc_arm(sk, what)) {
-		usmc_waitset_leave(level);
-		return 0;
-	}
-	n = 0;
-	if (ws >= 0) {
-		p[n].fd = ws;
-		p[n].events = POLLIN;
-		p[n].revents = 0;
-		n++;
-	}
-	/* Watch TCP (peer death, TCP bytes) through a number that is still
-	 * ours: the application may have closed fd while we wait. */
-	fd = usmc_sock_live_fd(sk, fd);
-	if (fd >= 0 && !sk_flag(sk, SKF_TCP_EOF)) {
-		p[n].fd = fd;
-		p[n].events = POLLIN | POLLRDHUP;
-		p[n].revents = 0;
-		n++;
-	}
-	STAT_INC(sleeps);
-	t0 = usmc_now_ns();
-	for (;;) {
-		/* Without a waitset nothing rings us: look every slice. */
-		ms = ws >= 0 || (timeout_ms >= 0 && timeout_ms < WAIT_SLICE_MS) ? timeout_ms :
-									    WAIT_SLICE_MS;
-		rc = real.poll(p, (nfds_t)n, ms);
-		if (ws >= 0 || rc || wait_ready(sk, what) ||
-		    (timeout_ms >= 0 && usmc_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000))
-			break;
-	}
-	err = rc < 0 ? -errno : 0;
-	if (ws >= 0 && rc > 0 && p[0].revents)
-		usmc_waitset_clear(level);
-	if (rc > 0 && p[n - 1].fd == fd && p[n - 1].revents)
-		usmc_check_tcp(sk, fd);
+	if (ws >= 0)
+		usmc_waitset_prune(level);
+	rc = usmc_arm(sk, what) ? 0 : wait_sleep(sk, fd, what, timeout_ms, level, ws);
 	/* A handler's wait on the instance of the wait it interrupted may
 	 * have taken that one's edge: make it look again. */
 	if (usmc_waitset_nested(level) && sk->bell_own >= 0)
 		sk->lgr->dev->signal(sk->bell_own);
 	usmc_waitset_leave(level);
-	if (err)
-		return err;
-	/* Woken soon after falling asleep: spinning that long would have won. */
-	if (ws >= 0 && rc > 0 && p[0].revents)
-		spin_feedback(sk, true, usmc_now_ns() - t0);
-	if (rc == 0 && (ws >= 0 || !wait_ready(sk, what)))
-		return -EAGAIN;
-	return 0;
+	return rc;
 }

@@ -14,63 +14,89 @@
  *
  * One instance per thread and per signal-handler level: a handler's wait
  * must not take the edges the wait it interrupted is about to sleep on.
- * Registrations stay (a FIFO's entry goes away with its last descriptor);
- * a small cache keyed by link group id and doorbell generation saves the
- * epoll_ctl.  Instances are closed at thread exit and, in a forked child,
- * for every thread that did not come along.
+ * An instance watches exactly the doorbells of the wait in progress
+ * (usmc_waitset_prune drops the others), so rings of link groups the
+ * thread no longer waits for never wake it.  Registrations are remembered
+ * by link group id and doorbell generation (a process-wide count: a
+ * re-attached link group's doorbells are new files even where their
+ * numbers repeat).
+ *
+ * Nothing here allocates or locks: a signal handler's first wait may come
+ * while its thread is anywhere.  The instances live in thread-local
+ * storage, are closed at thread exit (a key destructor) and, in a forked
+ * child, all of them (their numbers are kept in a lock-free table).
  */
 #include "lgr.h"
 #include "sys.h"
 #include "waitset.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
 #define WS_LEVELS	3		/* thread, handler, handler in a handler */
-#define WS_CACHE	16		/* registrations remembered per instance */
+#define WS_WATCH	64		/* link groups one wait may watch */
+#define WS_TRACK	4096		/* instances a fork child can find */
+
+struct ws_entry {
+	uint64_t id;
+	uint32_t gen;
+	int bell;			/* -1: free */
+	uint32_t stamp;			/* the wait that last needed it */
+};
 
 struct waitset {
 	int fd;
-	uint64_t id[WS_CACHE];
-	uint32_t gen[WS_CACHE];
-	int bell[WS_CACHE];
-	unsigned int next;
+	uint32_t stamp;
+	struct ws_entry e[WS_WATCH];
 };
 
 struct ws_thread {
+	bool init;
 	pid_t pid;			/* process the instances belong to */
 	unsigned int depth;		/* waits in progress on this thread */
 	struct waitset ws[WS_LEVELS];
-	struct ws_thread *next;		/* all threads' (ws_lock) */
 };
 
-static __thread struct ws_thread *ws_self;
-static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ws_thread *ws_all;
+static __thread struct ws_thread ws_self;
 static pthread_key_t ws_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static bool ws_key_ok;
+static _Atomic int ws_fds[WS_TRACK];	/* instance descriptor + 1, 0: free */
+
+static void ws_track(int fd, bool add)
+{
+	int i, want = add ? 0 : fd + 1;
+
+	for (i = 0; i < WS_TRACK; i++) {
+		int cur = want;
+
+		if (LOAD_RELAXED(&ws_fds[i]) == want &&
+		    atomic_compare_exchange_strong(&ws_fds[i], &cur, add ? fd + 1 : 0))
+			return;
+	}
+}
+
+static void ws_reset(struct waitset *w)
+{
+	unsigned int i;
+
+	w->fd = -1;
+	w->stamp = 0;
+	for (i = 0; i < WS_WATCH; i++)
+		w->e[i].bell = -1;
+}
 
 static void ws_close(struct ws_thread *t)
 {
 	unsigned int i;
 
 	for (i = 0; i < WS_LEVELS; i++) {
-		usmc_ifd_close(t->ws[i].fd);
-		t->ws[i].fd = -1;
-	}
-}
-
-static void ws_unlink(struct ws_thread *t)
-{
-	struct ws_thread **pp;
-
-	for (pp = &ws_all; *pp; pp = &(*pp)->next)
-		if (*pp == t) {
-			*pp = t->next;
-			break;
+		if (t->ws[i].fd >= 0) {
+			ws_track(t->ws[i].fd, false);
+			usmc_ifd_close(t->ws[i].fd);
 		}
+		ws_reset(&t->ws[i]);
+	}
 }
 
 /* Thread exit: its instances go with it. */
@@ -78,83 +104,62 @@ static void ws_thread_exit(void *arg)
 {
 	struct ws_thread *t = arg;
 
-	pthread_mutex_lock(&ws_lock);
-	ws_unlink(t);
-	pthread_mutex_unlock(&ws_lock);
 	if (t->pid == usmc_getpid())
 		ws_close(t);
-	if (ws_self == t)
-		ws_self = NULL;
-	free(t);
 }
 
-static void ws_key_init(void)
+void usmc_waitset_init(void)
 {
-	(void)pthread_key_create(&ws_key, ws_thread_exit);
+	ws_key_ok = !pthread_key_create(&ws_key, ws_thread_exit);
 }
 
 static struct ws_thread *ws_thread(void)
 {
-	struct ws_thread *t = ws_self;
+	struct ws_thread *t = &ws_self;
 	unsigned int i;
 
-	if (likely(t && t->pid == usmc_getpid()))
+	if (likely(t->init && t->pid == usmc_getpid()))
 		return t;
-	if (t) {
-		/* A forked child's copy: the instances are the parent's. */
-		t->pid = usmc_getpid();
-		for (i = 0; i < WS_LEVELS; i++)
-			memset(&t->ws[i], 0, sizeof(t->ws[i]));
-		for (i = 0; i < WS_LEVELS; i++)
-			t->ws[i].fd = -1;
-		return t;
-	}
-	if (pthread_once(&ws_once, ws_key_init))
-		return NULL;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->pid = usmc_getpid();
+	/* First use on this thread, or a child forked without our atfork
+	 * handler (the instances would be the parent's): start afresh. */
 	for (i = 0; i < WS_LEVELS; i++)
-		t->ws[i].fd = -1;
-	if (pthread_setspecific(ws_key, t)) {
-		free(t);
-		return NULL;
-	}
-	pthread_mutex_lock(&ws_lock);
-	t->next = ws_all;
-	ws_all = t;
-	pthread_mutex_unlock(&ws_lock);
-	ws_self = t;
+		ws_reset(&t->ws[i]);
+	t->pid = usmc_getpid();
+	t->depth = 0;
+	if (ws_key_ok)
+		(void)pthread_setspecific(ws_key, t);
+	t->init = true;
 	return t;
 }
 
 int usmc_waitset_enter(void)
 {
 	struct ws_thread *t = ws_thread();
+	int level = (int)t->depth++;
 
-	if (!t)
-		return -ENOMEM;
-	return (int)t->depth++;
+	t->ws[MIN((unsigned int)level, WS_LEVELS - 1)].stamp++;
+	return level;
 }
 
 void usmc_waitset_leave(int level)
 {
-	struct ws_thread *t = ws_self;
+	struct ws_thread *t = &ws_self;
 
-	if (level >= 0 && t && t->depth)
+	if (level >= 0 && t->depth)
 		t->depth--;
 }
 
 /* The instance of this wait's level; deeper handlers share the last one
- * (usmc_waitset_nested tells them to wake the waits they interrupted). */
+ * (usmc_waitset_nested tells them to wake the waits they interrupted).
+ * Its descriptor must find room at the top of the table (ifd.c), or the
+ * wait looks every few milliseconds instead (wait.c). */
 static struct waitset *ws_get(int level)
 {
-	struct ws_thread *t = ws_self;
+	struct ws_thread *t = &ws_self;
 	struct waitset *w;
 	int fd;
 
-	if (level < 0 || !t)
+	if (level < 0 || !t->init)
 		return NULL;
 	w = &t->ws[MIN((unsigned int)level, WS_LEVELS - 1)];
 	if (w->fd >= 0)
@@ -163,9 +168,11 @@ static struct waitset *ws_get(int level)
 	if (fd < 0)
 		return NULL;
 	usmc_ifd_mark(fd);
-	fd = usmc_ifd_move_high(fd, false);
-	memset(w, 0, sizeof(*w));
+	fd = usmc_ifd_move_high(fd, true);
+	if (fd < 0)
+		return NULL;
 	w->fd = fd;
+	ws_track(fd, true);
 	return w;
 }
 
@@ -186,23 +193,63 @@ int usmc_waitset_watch(int level, struct usmc_lgr *l, int bell)
 	struct waitset *w = ws_get(level);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
 	uint32_t gen = LOAD_RELAXED(&l->bell_gen);
+	struct ws_entry *e, *free = NULL;
 	unsigned int i;
 	int rc;
 
 	if (!w)
 		return -ENOMEM;
-	for (i = 0; i < WS_CACHE; i++)
-		if (w->id[i] == l->id && w->gen[i] == gen && w->bell[i] == bell)
+	for (i = 0; i < WS_WATCH; i++) {
+		e = &w->e[i];
+		if (e->bell == bell && e->id == l->id && e->gen == gen) {
+			e->stamp = w->stamp;
 			return 0;
+		}
+		if (!free && (e->bell < 0 || (e->stamp != w->stamp && level < WS_LEVELS)))
+			free = e;
+	}
+	if (!free)
+		return -ENOSPC;		/* more link groups than we watch at once */
+	if (free->bell >= 0)
+		(void)sys_epoll_ctl(w->fd, EPOLL_CTL_DEL, free->bell, &ev);
+	free->bell = -1;
 	ev.data.u64 = l->id;
 	rc = sys_epoll_ctl(w->fd, EPOLL_CTL_ADD, bell, &ev);
 	if (rc < 0 && rc != -EEXIST)
 		return rc;
-	i = w->next++ % WS_CACHE;
-	w->id[i] = l->id;
-	w->gen[i] = gen;
-	w->bell[i] = bell;
+	free->id = l->id;
+	free->gen = gen;
+	free->bell = bell;
+	free->stamp = w->stamp;
 	return 0;
+}
+
+/*
+ * Drop what the wait in progress does not watch.  A registration of a
+ * descriptor closed since went with its file; the number may be another
+ * doorbell now, registered under an entry of its own (a DEL then takes
+ * that one, and its entry is found missing next time: re-added).
+ */
+void usmc_waitset_prune(int level)
+{
+	struct waitset *w = level < WS_LEVELS ? ws_get(level) : NULL;
+	struct epoll_event ev;
+	unsigned int i, j;
+
+	/* Deeper handlers share the last instance with the wait they
+	 * interrupted: leave that one's registrations alone. */
+	for (i = 0; w && i < WS_WATCH; i++) {
+		struct ws_entry *e = &w->e[i];
+		bool shared = false;
+
+		if (e->bell < 0 || e->stamp == w->stamp)
+			continue;
+		for (j = 0; j < WS_WATCH && !shared; j++)
+			shared = j != i && w->e[j].bell == e->bell && w->e[j].stamp == w->stamp;
+		if (!shared)
+			(void)sys_epoll_ctl(w->fd, EPOLL_CTL_DEL, e->bell, &ev);
+		e->bell = -1;
+	}
 }
 
 void usmc_waitset_clear(int level)
@@ -217,18 +264,18 @@ void usmc_waitset_clear(int level)
 
 int usmc_waitset_shed(void)
 {
-	struct ws_thread *t = ws_self;
+	struct ws_thread *t = &ws_self;
 	unsigned int i;
 	int n = 0;
 
-	if (!t || t->pid != usmc_getpid())
+	if (!t->init || t->pid != usmc_getpid())
 		return 0;
 	for (i = t->depth; i < WS_LEVELS; i++) {
 		if (t->ws[i].fd < 0)
 			continue;
+		ws_track(t->ws[i].fd, false);
 		usmc_ifd_close(t->ws[i].fd);
-		memset(&t->ws[i], 0, sizeof(t->ws[i]));
-		t->ws[i].fd = -1;
+		ws_reset(&t->ws[i]);
 		n++;
 	}
 	return n;
@@ -236,21 +283,19 @@ int usmc_waitset_shed(void)
 
 void usmc_waitset_after_fork(void)
 {
-	struct ws_thread *t, *next, *self = ws_self;
+	unsigned int i;
+	int v;
 
-	/* Single-threaded child: the other threads' instances came along as
-	 * descriptors only; ours is replaced on first use (ws_thread). */
-	pthread_mutex_init(&ws_lock, NULL);
-	for (t = ws_all; t; t = next) {
-		next = t->next;
-		ws_close(t);
-		if (t != self)
-			free(t);
+	/* Every thread's instances came along as descriptors only. */
+	for (i = 0; i < WS_TRACK; i++) {
+		v = LOAD_RELAXED(&ws_fds[i]);
+		if (v) {
+			usmc_ifd_close(v - 1);
+			STORE_RELAXED(&ws_fds[i], 0);
+		}
 	}
-	ws_all = self;
-	if (self) {
-		self->next = NULL;
-		self->depth = 0;
-		self->pid = usmc_getpid();
-	}
+	for (i = 0; i < WS_LEVELS; i++)
+		ws_reset(&ws_self.ws[i]);
+	ws_self.pid = usmc_getpid();
+	ws_self.depth = 0;
 }

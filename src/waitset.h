@@ -12,13 +12,20 @@
 
 struct usmc_lgr;
 
-/* A wait begins: its level (>= 0), or -ENOMEM; leave(level) ends it. */
+/* Library constructor: the key whose destructor closes a thread's
+ * instances when it exits. */
+void usmc_waitset_init(void);
+/* A wait begins: its level (>= 0); leave(level) ends it. */
 int usmc_waitset_enter(void);
 void usmc_waitset_leave(int level);
 /* The level's epoll descriptor (created on first use), or -errno. */
 int usmc_waitset_fd(int level);
-/* Watch l's own doorbell bell from the level's instance. */
+/* Watch l's own doorbell bell from the level's instance (-ENOSPC: the
+ * wait watches more link groups than an instance holds). */
 int usmc_waitset_watch(int level, struct usmc_lgr *l, int bell);
+/* Stop watching what the wait in progress did not watch (the doorbells
+ * of link groups the thread no longer waits for must not wake it). */
+void usmc_waitset_prune(int level);
 /* Take the edges queued in the level's instance. */
 void usmc_waitset_clear(int level);
 /* A wait this deep shares its instance with the wait it interrupted:

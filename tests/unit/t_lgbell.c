@@ -271,6 +271,27 @@ static void serve_order(void)
 		close(ss[i]);
 }
 
+/* Until pid sleeps in the kernel's epoll_wait (its wchan says so). */
+static void asleep_in_epoll(pid_t pid)
+{
+	char path[64], wchan[64];
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	for (i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(wchan, 1, sizeof(wchan) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		wchan[n] = 0;
+		if (strstr(wchan, "epoll_wait") || strstr(wchan, "ep_poll"))
+			break;
+		t_msleep(1);
+	}
+	t_msleep(2);
+}
+
 /* The client's side: the server asleep, then stopped while we write. */
 static void order_rounds(pid_t srv)
 {
@@ -287,7 +308,7 @@ static void order_rounds(pid_t srv)
 			perm[i] = perm[j];
 			perm[j] = x;
 		}
-		t_msleep(10);	/* past its spin: asleep in the kernel, all armed */
+		asleep_in_epoll(srv);	/* past its spin: all armed */
 		t_ok(kill(srv, SIGSTOP));
 		for (k = 0; k < ORDER_K; k++) {
 			memset(m, 'A' + k, MSG);
