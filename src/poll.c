@@ -288,6 +288,7 @@ restart:
 				p->fd = -1;
 		}
 		if (ws >= 0 && !ready) {
+			usmc_waitset_prune(level);
 			kfds[nk].fd = ws;
 			kfds[nk].events = POLLIN;
 			kfds[nk].revents = 0;

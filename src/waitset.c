@@ -99,13 +99,16 @@ static void ws_close(struct ws_thread *t)
 	}
 }
 
-/* Thread exit: its instances go with it. */
+/* Thread exit: its instances go with it.  A wait after this (another
+ * key's destructor calling recv) starts afresh and sets the key again,
+ * which has its destructor run once more. */
 static void ws_thread_exit(void *arg)
 {
 	struct ws_thread *t = arg;
 
 	if (t->pid == usmc_getpid())
 		ws_close(t);
+	t->init = false;
 }
 
 void usmc_waitset_init(void)
@@ -188,6 +191,17 @@ int usmc_waitset_fd(int level)
 	return w ? w->fd : -ENOMEM;
 }
 
+/* Does another entry of the wait in progress hold this number? */
+static bool ws_needed(const struct waitset *w, const struct ws_entry *e)
+{
+	unsigned int j;
+
+	for (j = 0; j < WS_WATCH; j++)
+		if (&w->e[j] != e && w->e[j].bell == e->bell && w->e[j].stamp == w->stamp)
+			return true;
+	return false;
+}
+
 int usmc_waitset_watch(int level, struct usmc_lgr *l, int bell)
 {
 	struct waitset *w = ws_get(level);
@@ -205,12 +219,16 @@ int usmc_waitset_watch(int level, struct usmc_lgr *l, int bell)
 			e->stamp = w->stamp;
 			return 0;
 		}
+		/* The number names another file now: the entry's registration
+		 * went with its own file (never DEL what the number is now). */
+		if (e->bell == bell)
+			e->bell = -1;
 		if (!free && (e->bell < 0 || (e->stamp != w->stamp && level < WS_LEVELS)))
 			free = e;
 	}
 	if (!free)
 		return -ENOSPC;		/* more link groups than we watch at once */
-	if (free->bell >= 0)
+	if (free->bell >= 0 && !ws_needed(w, free))
 		(void)sys_epoll_ctl(w->fd, EPOLL_CTL_DEL, free->bell, &ev);
 	free->bell = -1;
 	ev.data.u64 = l->id;
@@ -226,27 +244,24 @@ int usmc_waitset_watch(int level, struct usmc_lgr *l, int bell)
 
 /*
  * Drop what the wait in progress does not watch.  A registration of a
- * descriptor closed since went with its file; the number may be another
- * doorbell now, registered under an entry of its own (a DEL then takes
- * that one, and its entry is found missing next time: re-added).
+ * descriptor closed since went with its file; if the number names another
+ * doorbell now, that one has an entry of the current wait (watch dropped
+ * the old entry when it registered it), which ws_needed keeps.
  */
 void usmc_waitset_prune(int level)
 {
 	struct waitset *w = level < WS_LEVELS ? ws_get(level) : NULL;
 	struct epoll_event ev;
-	unsigned int i, j;
+	unsigned int i;
 
 	/* Deeper handlers share the last instance with the wait they
 	 * interrupted: leave that one's registrations alone. */
 	for (i = 0; w && i < WS_WATCH; i++) {
 		struct ws_entry *e = &w->e[i];
-		bool shared = false;
 
 		if (e->bell < 0 || e->stamp == w->stamp)
 			continue;
-		for (j = 0; j < WS_WATCH && !shared; j++)
-			shared = j != i && w->e[j].bell == e->bell && w->e[j].stamp == w->stamp;
-		if (!shared)
+		if (!ws_needed(w, e))
 			(void)sys_epoll_ctl(w->fd, EPOLL_CTL_DEL, e->bell, &ev);
 		e->bell = -1;
 	}

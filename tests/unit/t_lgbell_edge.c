@@ -17,6 +17,17 @@
  *             and a descriptor number that came back, so it never watched
  *             the new one and the recv slept through the peer's byte.
  *
+ *   pollprune an application's poll() over both sides of a link group,
+ *             a blocking recv on one, a shed that closes the doorbells and
+ *             a new pair that reopens them under the same numbers, then
+ *             poll() over the new pair: registering one doorbell deleted
+ *             the other's registration (a stale entry's number), and the
+ *             poll, then every recv on that connection, slept through its
+ *             byte.
+ *   keyexit   a thread whose own key destructor waits on a connection
+ *             after usmc's destructor closed its waitset: the waitset made
+ *             then must go too (it leaked, one descriptor per thread).
+ *
  * Each failure is a hang here (the harness's timeout), never a time limit
  * of the test's own.
  */
@@ -24,6 +35,7 @@
 #include "t_stat.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -201,12 +213,153 @@ static void reattach(void)
 	t_info("reattach: %d descriptors filled, the new doorbell watched", nfill);
 }
 
+static int late_fd;
+
+static void *late_writer(void *arg)
+{
+	(void)arg;
+	t_msleep(100);
+	t_write_all(late_fd, "w", 1);
+	return NULL;
+}
+
+/* One byte written to w after 100 ms must wake a poll on a and b. */
+static void poll_two(int a, int b, int w)
+{
+	struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
+	pthread_t th;
+	int n;
+
+	late_fd = w;
+	t_ok(pthread_create(&th, NULL, late_writer, NULL));
+	do
+		n = poll(p, 2, -1);
+	while (n < 0 && errno == EINTR);
+	t_assert(n == 1, "pollprune: poll %d", n);
+	t_ok(pthread_join(th, NULL));
+}
+
+/* recv on r wakes for a byte written to w after 100 ms. */
+static void late_recv(int r, int w)
+{
+	pthread_t th;
+	char b;
+
+	late_fd = w;
+	t_ok(pthread_create(&th, NULL, late_writer, NULL));
+	t_read_all(r, &b, 1);
+	t_ok(pthread_join(th, NULL));
+}
+
+static void *fill_and_free(void *arg)
+{
+	static int fill[65536];
+	int i, n = 0;
+
+	(void)arg;
+	while (n < 65536 && (fill[n] = open("/dev/null", O_RDONLY)) >= 0)
+		n++;
+	t_assert(errno == EMFILE, "open: %s", strerror(errno));
+	for (i = 0; i < n; i++)
+		close(fill[i]);
+	return NULL;
+}
+
+static void pollprune(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), c1, s1, c2, s2;
+	pthread_t th;
+	char b;
+
+	t_pair_on(lfd, port, &c1, &s1);
+	poll_two(s1, c1, c1);		/* watches both sides' doorbells */
+	t_read_all(s1, &b, 1);
+	late_recv(c1, s1);		/* watches one */
+	close(c1);
+	close(s1);
+	/* Another thread sheds: our own idle waitset would go with ours. */
+	t_ok(pthread_create(&th, NULL, fill_and_free, NULL));
+	t_ok(pthread_join(th, NULL));
+	t_pair_on(lfd, port, &c2, &s2);
+	if (t_accel())
+		t_assert_smc(s2);
+	poll_two(c2, s2, s2);
+	t_read_all(c2, &b, 1);
+	late_recv(c2, s2);
+	close(c2);
+	close(s2);
+	close(lfd);
+	t_info("pollprune: the doorbells reopened under old numbers were watched");
+}
+
+static pthread_key_t app_key;
+static int kc, ks;
+
+static void app_dtor(void *v)
+{
+	(void)v;
+	late_recv(kc, ks);	/* a wait after usmc's key destructor ran */
+}
+
+static void *dtor_thread(void *arg)
+{
+	(void)arg;
+	late_recv(kc, ks);
+	t_ok(pthread_setspecific(app_key, (void *)1));
+	return NULL;
+}
+
+/* Our epoll descriptors (waitsets) in this process. */
+static int count_eventpoll(void)
+{
+	char path[300], link[64];
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	t_assert(d != NULL, "opendir");
+	while ((de = readdir(d))) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len > 0) {
+			link[len] = 0;
+			n += !!strstr(link, "eventpoll");
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+static void keyexit(void)
+{
+	pthread_t th;
+	int before, i;
+
+	t_pair(&kc, &ks);
+	t_ok(pthread_key_create(&app_key, app_dtor));
+	before = count_eventpoll();
+	for (i = 0; i < 10; i++) {
+		t_ok(pthread_create(&th, NULL, dtor_thread, NULL));
+		t_ok(pthread_join(th, NULL));
+	}
+	t_assert(count_eventpoll() == before, "keyexit: %d epoll descriptors, %d before 10 threads",
+		 count_eventpoll(), before);
+	close(kc);
+	close(ks);
+	t_info("keyexit: no waitset left behind by 10 threads");
+}
+
 int main(void)
 {
 	t_name = "t_lgbell_edge";
 	signal(SIGPIPE, SIG_IGN);
+	pollprune();	/* first: on a fresh table the numbers come back as it needs */
 	excl();
 	rcvtimeo();
 	reattach();
+	keyexit();
 	return T_EXIT_PASS;
 }
