@@ -309,8 +309,10 @@ void usmc_waitset_after_fork(void)
 			STORE_RELAXED(&ws_fds[i], 0);
 		}
 	}
+	/* Set up again on first use: no system call here (a child under a
+	 * seccomp filter may not make one we would add, t_seccomp). */
 	for (i = 0; i < WS_LEVELS; i++)
 		ws_reset(&ws_self.ws[i]);
-	ws_self.pid = usmc_getpid();
 	ws_self.depth = 0;
+	ws_self.init = false;
 }
