@@ -504,16 +504,45 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 }
 
 /* Server side of CLC after a match: attach, cross-check, answer. */
+/*
+ * The wake (or decline) byte is taken exactly once: by whoever holds the
+ * TCP look (wait.c), after checking the flag under it.  Two threads that
+ * both saw the flag would otherwise take two bytes, the second one the
+ * peer's.  Never blocks holding it: it waits for the byte outside.
+ */
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 {
-	char c;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
 	ssize_t n;
+	int err;
+	char c;
 
-	if (sk_flag(sk, SKF_WAKEBYTE)) {
-		n = real.recv(fd, &c, 1, nonblock ? MSG_DONTWAIT : 0);
-		if (n < 0)
-			return -errno;
-		sk_clear_flag(sk, SKF_WAKEBYTE);
+	while (sk_flag(sk, SKF_WAKEBYTE)) {
+		bool mine = usmc_tcp_look_mine(sk);
+
+		n = -1;
+		err = EAGAIN;
+		if (mine || usmc_tcp_look_take(sk)) {
+			if (sk_flag(sk, SKF_WAKEBYTE)) {
+				n = real.recv(fd, &c, 1, MSG_DONTWAIT);
+				err = errno;
+				if (n == 1)
+					sk_clear_flag(sk, SKF_WAKEBYTE);
+			}
+			if (!mine)
+				usmc_tcp_look_give(sk, fd);
+		}
+		if (n == 0)
+			break;		/* EOF first: the reader sees it */
+		if (n < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+			return -err;
+		if (!sk_flag(sk, SKF_WAKEBYTE))
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		/* Another thread may hold the look: look again soon. */
+		if (real.poll(&p, 1, 10) < 0 && errno == EINTR)
+			return -EINTR;
 	}
 	return unlikely(sk_flag(sk, SKF_TCP_DUP)) ? usmc_migrate_skip_dup(sk, fd, nonblock) : 0;
 }

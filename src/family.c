@@ -248,6 +248,8 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		sh->data_rung = sh->space_rung = 0;
 		STORE_RELAXED(&sh->spin_ns, 0);
 		STORE_RELAXED(&sh->own_rung, 0);
+		STORE_RELAXED(&sh->tcp_looker, 0);
+		STORE_RELAXED(&sh->tcp_relook, 0);
 		STORE_RELAXED(&sh->timeo[0], 0);
 		STORE_RELAXED(&sh->timeo[1], 0);
 		return sh;

@@ -104,6 +104,8 @@ struct usmc_sock_sh {
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
 	_Atomic uint32_t tx_stuck;	/* backing it further failed (tmpfs full) */
+	_Atomic uint64_t tcp_looker;	/* wait.c: thread looking at TCP (tid | pid << 32) */
+	_Atomic uint32_t tcp_relook;	/* ... asked to look once more */
 	_Atomic uint32_t own_rung;	/* bumped before ringing our own doorbell (shutdown):
 					 * epoll's armed records count it as a ring (wait.c) */
 	_Atomic uint32_t in_use;	/* family allocator: 0 free, 1 used, USMC_SH_PRIVATE */
@@ -515,6 +517,12 @@ void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
 		     struct usmc_cdc_prod *peer_p);
 /* Wake our own side's waiters (shutdown): they look at their flags. */
 void usmc_ring_own(struct usmc_sock *sk);
+/* Look at TCP alone (wait.c): false while another thread of the family
+ * does; usmc_tcp_look_give lets go (and looks again if asked meanwhile). */
+bool usmc_tcp_look_take(struct usmc_sock *sk);
+/* Held by this thread already (a call made while looking). */
+bool usmc_tcp_look_mine(struct usmc_sock *sk);
+void usmc_tcp_look_give(struct usmc_sock *sk, int fd);
 /* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
 void usmc_check_tcp(struct usmc_sock *sk, int fd);
 /* The same; installed = false: fd is not in the descriptor table yet

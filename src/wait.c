@@ -204,7 +204,7 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 	usmc_check_tcp_fd(sk, fd, true);
 }
 
-void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
+static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 {
 	char c;
 	ssize_t n;
@@ -285,6 +285,57 @@ void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
 		}
 		return;
 	}
+}
+
+/* The one thread of the family looking at TCP (tid | pid << 32), or one
+ * whose holder died (a kill while looking): ours now.  Whoever consumes
+ * the wake byte holds it (usmc_tcp_skip_wake too). */
+static uint64_t look_me(void)
+{
+	return (uint64_t)(uint32_t)gettid() | (uint64_t)(uint32_t)usmc_getpid() << 32;
+}
+
+bool usmc_tcp_look_mine(struct usmc_sock *sk)
+{
+	return LOAD_ACQUIRE(&sk->sh->tcp_looker) == look_me();
+}
+
+bool usmc_tcp_look_take(struct usmc_sock *sk)
+{
+	uint64_t me = look_me(), cur = 0;
+
+	if (atomic_compare_exchange_strong(&sk->sh->tcp_looker, &cur, me))
+		return true;
+	if (cur == me)
+		return false;	/* a handler interrupted our own look */
+	return sys_ret(usmc_sys(SYS_tgkill, cur >> 32, (uint32_t)cur, 0)) && errno == ESRCH &&
+	       atomic_compare_exchange_strong(&sk->sh->tcp_looker, &cur, me);
+}
+
+/*
+ * Every waiter watches the TCP socket, and what it finds there may be
+ * consumed (a wake byte, a decline byte): two looking at once would take
+ * one byte twice, a byte of the peer's stream.  So one looks at a time;
+ * one that finds another looking leaves a mark, and the looker looks once
+ * more before it lets go (news that came while it looked is not missed).
+ */
+void usmc_tcp_look_give(struct usmc_sock *sk, int fd)
+{
+	STORE_RELEASE(&sk->sh->tcp_looker, 0);
+	if (LOAD_ACQUIRE(&sk->sh->tcp_relook))
+		usmc_check_tcp_fd(sk, fd, true);
+}
+
+void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
+{
+	do {
+		STORE_RELEASE(&sk->sh->tcp_relook, 1);
+		if (!usmc_tcp_look_take(sk))
+			return;
+		while (atomic_exchange(&sk->sh->tcp_relook, 0))
+			check_tcp_once(sk, fd, installed);
+		STORE_RELEASE(&sk->sh->tcp_looker, 0);
+	} while (LOAD_ACQUIRE(&sk->sh->tcp_relook));
 }
 
 void usmc_publish_cpu(struct usmc_sock *sk, int cpu)
