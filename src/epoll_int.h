@@ -135,6 +135,9 @@ bool ep_arm_all(struct usmc_ep *ep);
 bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending);
 /* Arm r for a doorbell (r->armed stays the caller's to set); true: due. */
 bool ep_arm(struct usmc_epreg *r);
+/* epoll_bell.c: l's doorbell rang in ep (caller holds ep_lock). */
+struct usmc_lgr;
+void ep_bell_event(struct usmc_ep *ep, struct usmc_lgr *l);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 
 #endif

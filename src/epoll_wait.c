@@ -497,59 +497,6 @@ static int kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
 	return real.epoll_pwait(epfd, kev, room, ms, mask);
 }
 
-#define EP_BELL_BATCH	64
-
-struct ep_due {
-	uint64_t at;
-	struct usmc_epreg *r;
-};
-
-/* Push in the order the rings were sent; the kernel coalesced them. */
-static void due_push(struct ep_due *due, int n)
-{
-	int i, j;
-
-	for (i = 1; i < n; i++) {
-		struct ep_due d = due[i];
-
-		for (j = i; j > 0 && due[j - 1].at > d.at; j--)
-			due[j] = due[j - 1];
-		due[j] = d;
-	}
-	for (i = 0; i < n; i++)
-		ep_ready_push(due[i].r);
-}
-
-/*
- * The link group's doorbell rang: its armed records in this instance whose
- * arm a ring answered are due, in the order the rings were sent (the
- * kernel's order, had each had a doorbell of its own).  Unarmed records
- * are on the ready or the watch list: seen anyway.  Caller holds ep_lock.
- */
-static void bell_event(struct usmc_ep *ep, struct usmc_lgr *l)
-{
-	struct ep_due due[EP_BELL_BATCH];
-	struct usmc_epreg *s;
-	int n = 0;
-
-	for (s = l ? l->epregs : NULL; s; s = s->lg_next) {
-		uint64_t at;
-
-		if (s->ep != ep || !s->armed || !s->translated)
-			continue;
-		at = usmc_rung_since(s->sk, s->arm_what, s->arm_seq);
-		if (!at)
-			continue;
-		if (n == EP_BELL_BATCH) {
-			due_push(due, n);
-			n = 0;
-		}
-		due[n].at = at;
-		due[n++].r = s;
-	}
-	due_push(due, n);
-}
-
 /*
  * Kernel event for one of ep's live records.  TCP: refresh what the entry
  * says and put every record of the socket in this instance on the ready
@@ -585,7 +532,7 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 				ep_ready_push(s);
 		return;
 	}
-	bell_event(ep, r->bell_lg);
+	ep_bell_event(ep, r->bell_lg);
 }
 
 /*
