@@ -449,9 +449,10 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	if (peer_here)
 		return 0;
 	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
-		if (!r->translated || r->disabled)
+		/* A socket whose last reference went (its close is on its way
+		 * to remove this record) must not be brought back. */
+		if (!r->translated || r->disabled || !usmc_sock_get_live(r->sk))
 			continue;
-		usmc_sock_get(r->sk);
 		snap[n].copy = *r;
 		n++;
 	}

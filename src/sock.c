@@ -120,6 +120,16 @@ void usmc_sock_get(struct usmc_sock *sk)
 	local_fetch_add_int(&sk->ref, 1);
 }
 
+bool usmc_sock_get_live(struct usmc_sock *sk)
+{
+	int r = atomic_load(&sk->ref);
+
+	while (r > 0)
+		if (atomic_compare_exchange_weak(&sk->ref, &r, r + 1))
+			return true;
+	return false;
+}
+
 
 /*
  * fd: the descriptor being closed (still open), for the release to talk to

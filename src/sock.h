@@ -377,6 +377,9 @@ struct usmc_sock *usmc_sock_new(int fd, int kind);
 /* A local object for an existing shared half (exec adoption). */
 struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
 void usmc_sock_get(struct usmc_sock *sk);
+/* A reference unless the last one is gone already (a close in progress
+ * on another thread, before it takes the socket off epoll's lists). */
+bool usmc_sock_get_live(struct usmc_sock *sk);
 void usmc_sock_put_closing(struct usmc_sock *sk, int fd);
 void usmc_sock_put_last(struct usmc_sock *sk, int fd);
 
