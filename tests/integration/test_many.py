@@ -143,25 +143,8 @@ def test_ten_thousand_connections(rundir, procs, tmp_path):
 
 
 CYCLES = r'''
-import os, socket, sys
+import os, socket, sys, time
 role = sys.argv[1]
-def sample(pids, rundir):
-    out = []
-    for pid in pids:
-        anon = 0
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Anonymous:"):
-                    anon = int(line.split()[1])
-        out.append("%d:%d:%d" % (pid, len(os.listdir("/proc/%d/fd" % pid)), anon))
-    shm = 0
-    for root, _, files in os.walk(rundir):
-        for name in files:
-            try:
-                shm += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return " ".join(out) + " shm:%d" % (shm // 1024)
 if role == "server":
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
@@ -175,7 +158,7 @@ if role == "server":
         c.sendall(got)
         c.close()
 else:
-    port, spid, n, rundir = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    port, n, go = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     for i in range(n):
         c = socket.create_connection(("127.0.0.1", port))
         msg = b"%d" % i
@@ -183,38 +166,46 @@ else:
         assert c.recv(64) == msg and c.recv(1) == b"", i
         c.close()
         if i + 1 in (n // 10, n):
-            print("AT", i + 1, sample([spid, os.getpid()], rundir), flush=True)
+            print("AT", i + 1, flush=True)     # the test samples both processes
+            while not os.path.exists(go + str(i + 1)):
+                time.sleep(0.02)
     socket.create_connection(("127.0.0.1", port)).sendall(b"quit")
 '''
 
 NCYCLES = 100000
 
 
+def sample(pids, rundir):
+    """(descriptors, anonymous KB) per process, and the runtime directory's KB."""
+    return [(fds(pid)[0], rollup_kb(pid, "Anonymous")) for pid in pids], tmpfs_kb(rundir)
+
+
 @pytest.mark.timeout(400)
 def test_hundred_thousand_cycles(rundir, procs, tmp_path):
     script = tmp_path / "cycles.py"
     script.write_text(CYCLES)
+    go = tmp_path / "go"
     env = rundir.env()
     srv = procs.start("cycles-server", [h.PY, script, "server"], env)
     h.wait_line(srv, "PORT")
-    port, spid = map(int, re.search(rb"PORT (\d+) (\d+)", srv.stdout()).groups())
-    cl = procs.run("cycles-client", [h.PY, script, "client", port, spid, NCYCLES, rundir.path],
-                   env, timeout=360)
-    assert srv.wait(30) == 0, srv.diag()
+    port = int(re.search(rb"PORT (\d+)", srv.stdout()).group(1))
+    cl = procs.start("cycles-client", [h.PY, script, "client", port, NCYCLES, go], env)
     at = {}
-    for m in re.finditer(rb"AT (\d+) (\S+) (\S+) shm:(\d+)", cl.stdout()):
-        at[int(m.group(1))] = ([tuple(map(int, x.split(b":"))) for x in m.group(2, 3)],
-                               int(m.group(4)))
-    assert set(at) == {NCYCLES // 10, NCYCLES}, cl.diag()
+    for mark in (NCYCLES // 10, NCYCLES):
+        h.wait_line(cl, "AT %d\n" % mark, timeout=300)
+        at[mark] = sample((srv.pid, cl.pid), rundir.path)
+        (tmp_path / ("go%d" % mark)).write_text("")
+    assert cl.wait(60) == 0, cl.diag()
+    assert srv.wait(30) == 0, srv.diag()
     (early, shm0), (late, shm1) = at[NCYCLES // 10], at[NCYCLES]
     report = "after %d / %d cycles: server fds %d / %d, anon %d / %d KB; client fds %d / %d, " \
         "anon %d / %d KB; runtime directory %d / %d KB" % (
-            NCYCLES // 10, NCYCLES, early[0][1], late[0][1], early[0][2], late[0][2],
-            early[1][1], late[1][1], early[1][2], late[1][2], shm0, shm1)
+            NCYCLES // 10, NCYCLES, early[0][0], late[0][0], early[0][1], late[0][1],
+            early[1][0], late[1][0], early[1][1], late[1][1], shm0, shm1)
     print("\n" + report)
     st = rundir.settle(h.accel_pred(NCYCLES), timeout=30)
     assert st["smc_client"] >= NCYCLES and st["handshake_errors"] == 0, h.fmt_stat(st) + report
-    for (_, fd0, anon0), (_, fd1, anon1) in zip(early, late):
+    for (fd0, anon0), (fd1, anon1) in zip(early, late):
         assert fd1 <= fd0 + 2, report
         assert anon1 <= anon0 + 2048, report
     assert shm1 <= shm0 + 256, report
