@@ -45,6 +45,10 @@ struct usmc_dev_ops {
 	 * writing there can never fault (tmpfs full): 0 or -ENOSPC. */
 	int (*dmb_reserve)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			   uint32_t len);
+	/* Optional: give that memory back (the sender's, under its tx_lock,
+	 * with nothing unread there): 0 or -errno. */
+	int (*dmb_release)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
+			   uint32_t len);
 	/* Wake every waiter watching bell; drain: empty it (signal does,
 	 * when it is full). */
 	void (*signal)(int bell);

@@ -284,14 +284,29 @@ static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 
 	if (usmc_fault(USMC_FAULT_RESERVE))
 		return -ENOSPC;
-	/* Rings are never punched: what we backed for an earlier user of
-	 * the slot is still there (a truncation is guard.c's business). */
-	if (backed && off + len <= *backed)
-		return 0;
+	/* Always asked of the kernel, also where an earlier user of the
+	 * slot backed it: another process of ours (a fork, an adopter) may
+	 * have given it back since (lo_dmb_release).  Pages still there
+	 * cost a lookup each. */
 	if (fallocate(l->mem_fd, 0, base + off, len))
 		return -errno;
-	if (backed && off <= *backed)
+	if (backed && off <= *backed && off + len > *backed)
 		*backed = off + len;
+	return 0;
+}
+
+/* Give len bytes at offset off of a slot's ring dir back to the tmpfs; a
+ * later access finds zeroes (the file keeps its size: no SIGBUS). */
+static int lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off,
+			  uint32_t len)
+{
+	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
+	uint32_t *backed = l->bells ? &l->bells[slot].backed[dir & 1] : NULL;
+
+	if (fallocate(l->mem_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, base + off, len))
+		return -errno;
+	if (backed && *backed > off)
+		*backed = off;
 	return 0;
 }
 
@@ -332,6 +347,7 @@ const struct usmc_dev_ops usmc_dev_loopback = {
 	.register_dmb = lo_register_dmb,
 	.attach_bells = lo_attach_bells,
 	.dmb_reserve = lo_dmb_reserve,
+	.dmb_release = lo_dmb_release,
 	.signal = lo_signal,
 	.drain = lo_drain,
 };

@@ -241,6 +241,9 @@ bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
 				*pending = true;
 			continue;
 		}
+		/* Going to sleep: a ring of ours that grew gives back what it
+		 * no longer holds (tx_backing.c). */
+		usmc_tx_idle_check(r->sk);
 		if (ep_arm(r)) {
 			ep_ready_push(r);
 			ready = true;

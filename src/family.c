@@ -297,6 +297,15 @@ int usmc_family_lock_slow(struct usmc_flock *l)
 	return -rc;
 }
 
+int usmc_family_trylock_slow(struct usmc_flock *l)
+{
+	int rc = pthread_mutex_trylock(&l->m);
+
+	if (rc == EOWNERDEAD)
+		rc = pthread_mutex_consistent(&l->m);
+	return -rc;
+}
+
 /*
  * Every socket made so far may now be reached from two processes: before
  * fork() (atfork prepare) and before an exec that hands sockets over

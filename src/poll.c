@@ -267,6 +267,7 @@ restart:
 				if (ws >= 0 && (sk->bell_own < 0 ||
 						usmc_waitset_watch(level, sk->lgr, sk->bell_own)))
 					ws = -1;
+				usmc_tx_idle_check(sk);	/* going to sleep: tx_backing.c */
 				if (usmc_arm(sk, what ? what : USMC_WAIT_RX)) {
 					p->revents = usmc_poll_revents(sk, p->fd, p->events);
 					if (p->revents)

@@ -309,6 +309,15 @@ static inline __attribute__((always_inline)) bool usmc_tx_view_lazy(struct usmc_
  * tx_lock.
  */
 size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want);
+/* tx_backing.c: the owner goes to sleep; a ring that grew gives back the
+ * memory above what it holds unread.  Takes tx_lock if it is free. */
+void usmc_tx_idle(struct usmc_sock *sk);
+#define USMC_TX_IDLE_HW	(68u << 10)	/* the least tx_hw usmc_tx_idle() can act on */
+static inline void usmc_tx_idle_check(struct usmc_sock *sk)
+{
+	if (unlikely(sk->sh && sk->tx_p && LOAD_RELAXED(&sk->sh->tx_hw) >= USMC_TX_IDLE_HW))
+		usmc_tx_idle(sk);
+}
 
 /* Does this socket go through shared memory right now (or may soon)? */
 static inline bool sk_is_smc_path(const struct usmc_sock *sk)
@@ -345,6 +354,19 @@ static inline int usmc_family_lock(struct usmc_flock *l)
 		return 0;
 	}
 	return usmc_family_lock_slow(l);
+}
+
+/* Without waiting: 0, or -EBUSY while someone holds it. */
+int usmc_family_trylock_slow(struct usmc_flock *l);
+static inline int usmc_family_trylock(struct usmc_flock *l)
+{
+	if (likely(l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded)) {
+		if (l->held)
+			return -EBUSY;
+		usmc_family_hold(l);
+		return 0;
+	}
+	return usmc_family_trylock_slow(l);
 }
 
 static inline void usmc_family_unlock(struct usmc_flock *l)

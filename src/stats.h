@@ -58,6 +58,7 @@ struct usmc_counters {
 	_Atomic uint64_t ring_hist[USMC_RING_HIST];	/* endpoints on shared memory, by ring size */
 	_Atomic uint64_t tx_size_hist[USMC_SIZE_HIST];	/* tx_calls by bytes sent */
 	_Atomic uint64_t rx_size_hist[USMC_SIZE_HIST];	/* rx_calls by bytes received */
+	_Atomic uint64_t ring_given_back;	/* ring bytes idle connections gave back (tx_backing.c) */
 	/* New counters go here, last, and into NCOUNTERS (stats.c). */
 } __cacheline;
 

@@ -17,41 +17,6 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#define TX_RESERVE_CHUNK	(256u << 10)
-#define TX_RESERVE_MIN		4096u
-
-/*
- * The backed part of our ring is [0, tx_hw): the sender writes from offset
- * 0 after every rewind and grows the mark ahead of itself, so its position
- * is never past tx_hw, and until tx_hw reaches the ring size no write wraps.
- * A connection starts with one page (usmc_conn_bind_slot), request/response
- * traffic rewinds and stays there, and a stream doubles the mark up to
- * TX_RESERVE_CHUNK steps: idle connections cost a page each way.
- */
-size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
-{
-	size_t room = MIN((size_t)ring_free(prod, head, sk->size), want);
-	uint32_t off = (uint32_t)(prod & (sk->size - 1)), hw = LOAD_RELAXED(&sk->sh->tx_hw);
-
-	if (hw >= sk->size)
-		return room;
-	while (off + room > hw && hw < sk->size && !LOAD_RELAXED(&sk->sh->tx_stuck)) {
-		uint32_t grow = MIN(MIN(TX_RESERVE_CHUNK, MAX(hw, TX_RESERVE_MIN)), sk->size - hw);
-		int dir = sk->role == 'C' ? 0 : 1;
-
-		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, dir, hw, grow)) {
-			/* tmpfs full: work within what we have until the next rewind */
-			STORE_RELAXED(&sk->sh->tx_stuck, 1);
-			break;
-		}
-		hw += grow;
-		STORE_RELAXED(&sk->sh->tx_hw, hw);
-	}
-	if (hw >= sk->size)
-		return room;
-	return off >= hw ? 0 : MIN(room, (size_t)(hw - off));
-}
-
 /* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
  * tx_lock; the lazy view's window starts again there (sock.h). */
 static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)

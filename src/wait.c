@@ -521,6 +521,9 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	 * look again.  Each arms only its own direction: a reader's sleep
 	 * does not make the peer ring for space it frees.
 	 */
+	/* Going to sleep: a ring of ours that grew gives back what it no
+	 * longer holds (tx_backing.c). */
+	usmc_tx_idle_check(sk);
 	level = usmc_waitset_enter();
 	ws = usmc_waitset_fd(level);
 	if (ws >= 0 && (sk->bell_own < 0 || usmc_waitset_watch(level, sk->lgr, sk->bell_own)))

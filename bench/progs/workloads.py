@@ -285,25 +285,40 @@ def redis_rps(text, test):
     raise RuntimeError("no %s result in redis-benchmark output:\n%s" % (test, text[-2000:]))
 
 
-def run_redis(ctx, wl, cfg):
+def redis_requests(cfg, wl):
+    """-n for a redis run: the configured count (x10 pipelined), fewer for
+    large values so that every run moves about as many bytes as 100,000
+    requests of 1 KB (at least 10,000 requests)."""
     n = cfg.redis_requests * (10 if wl.get("pipeline") else 1)
+    size = wl.get("size", 1024)
+    if size > 1024:
+        n = max(min(n, 10000), n * 1024 // size)
+    return n
+
+
+def run_redis(ctx, wl, cfg):
+    """One fresh redis-server, one `redis-benchmark -t set,get` run against
+    it, as a user types it: the SET half meets a cold server (and, under
+    usmc, fresh link groups and rings), the GET half the same connections
+    warm.  CPU is the whole run's, per request of either kind."""
+    n = redis_requests(cfg, wl)
     srv = ctx.start_server(lambda p: ["redis-server", "--save", "", "--appendonly", "no",
                                       "--port", p, "--bind", HOST, "--protected-mode", "no"])
-    metrics, info = {}, {}
     try:
-        for test in ("set", "get"):
-            c0 = group_cpu(srv.pid)
-            argv = ["redis-benchmark", "-h", HOST, "-p", srv.port, "-t", test, "-d", "1024",
-                    "-c", wl["conns"], "-n", n, "--csv"]
-            if wl.get("pipeline"):
-                argv += ["-P", wl["pipeline"]]
-            text, ccpu = ctx.run_client(argv, timeout=max(60, 0.001 * n))
-            if "error" in text.lower():
-                raise RuntimeError("redis-benchmark reported an error:\n" + text[-2000:])
-            scpu = cpu_delta(c0, group_cpu(srv.pid))
-            metrics["%s_per_s" % test] = redis_rps(text, test.upper())
-            metrics["cpu_us_per_%s" % test] = (ccpu + scpu) / n * 1e6
-            info[test] = {"ops": n, "client_cpu_s": ccpu, "server_cpu_s": scpu}
+        c0 = group_cpu(srv.pid)
+        argv = ["redis-benchmark", "-h", HOST, "-p", srv.port, "-t", "set,get",
+                "-d", wl.get("size", 1024), "-c", wl["conns"], "-n", n, "--csv"]
+        if wl.get("pipeline"):
+            argv += ["-P", wl["pipeline"]]
+        if wl.get("threads"):
+            argv += ["--threads", wl["threads"]]
+        text, ccpu = ctx.run_client(argv, timeout=max(60, 0.002 * n))
+        if "error" in text.lower():
+            raise RuntimeError("redis-benchmark reported an error:\n" + text[-2000:])
+        scpu = cpu_delta(c0, group_cpu(srv.pid))
+        metrics = {"set_per_s": redis_rps(text, "SET"), "get_per_s": redis_rps(text, "GET"),
+                   "cpu_us_per_req": (ccpu + scpu) / (2 * n) * 1e6}
+        info = {"ops": 2 * n, "client_cpu_s": ccpu, "server_cpu_s": scpu}
         ctx.check_preload(srv)
         st = ctx.usmc_stat()
     finally:
@@ -408,20 +423,19 @@ WORKLOADS = {
                   primary=["recv_msg_per_s"]),
     "redis-c50": dict(run=run_redis, programs=("redis-server", "redis-benchmark"), conns=50,
                       title="redis SET/GET, 1 KB values, 50 clients",
-                      desc="redis-benchmark -t set then -t get, -d 1024 -c 50",
-                      metrics=["set_per_s", "cpu_us_per_set", "get_per_s", "cpu_us_per_get"],
+                      desc="redis-benchmark -t set,get -d 1024 -c 50",
+                      metrics=["set_per_s", "get_per_s", "cpu_us_per_req"],
                       primary=["set_per_s", "get_per_s"]),
     "redis-c200": dict(run=run_redis, programs=("redis-server", "redis-benchmark"), conns=200,
                        title="redis SET/GET, 1 KB values, 200 clients",
-                       desc="redis-benchmark -t set then -t get, -d 1024 -c 200",
-                       metrics=["set_per_s", "cpu_us_per_set", "get_per_s", "cpu_us_per_get"],
+                       desc="redis-benchmark -t set,get -d 1024 -c 200",
+                       metrics=["set_per_s", "get_per_s", "cpu_us_per_req"],
                        primary=["set_per_s", "get_per_s"]),
     "redis-c50-P16": dict(run=run_redis, programs=("redis-server", "redis-benchmark"), conns=50,
                           pipeline=16,
                           title="redis SET/GET, 1 KB values, 50 clients, pipeline 16",
-                          desc="redis-benchmark -t set then -t get, -d 1024 -c 50 -P 16",
-                          metrics=["set_per_s", "cpu_us_per_set", "get_per_s",
-                                   "cpu_us_per_get"],
+                          desc="redis-benchmark -t set,get -d 1024 -c 50 -P 16",
+                          metrics=["set_per_s", "get_per_s", "cpu_us_per_req"],
                           primary=["set_per_s", "get_per_s"]),
     "nginx-ka": dict(run=run_nginx, programs=("nginx", "wrk"),
                      title="nginx + wrk, keep-alive",
@@ -435,6 +449,25 @@ WORKLOADS = {
                         metrics=["req_per_s", "cpu_us_per_req"], primary=["req_per_s"]),
 }
 DEFAULT_WORKLOADS = list(WORKLOADS)
+
+# Seed 004's sweep (bench/redis_sweep.py): redis-benchmark --threads T,
+# value size D, C clients; not among the defaults.
+SWEEP_THREADS = (1, 2, 4, 8)
+SWEEP_SIZES = (64, 1024, 16384, 65536)
+SWEEP_CONNS = (50, 200)
+SWEEP_WORKLOADS = []
+for _c in SWEEP_CONNS:
+    for _t in SWEEP_THREADS:
+        for _d in SWEEP_SIZES:
+            _name = "redis-t%d-d%d-c%d" % (_t, _d, _c)
+            WORKLOADS[_name] = dict(
+                run=run_redis, programs=("redis-server", "redis-benchmark"), conns=_c,
+                threads=_t, size=_d, sweep=True,
+                title="redis SET/GET, %d B values, %d clients, %d client threads" % (_d, _c, _t),
+                desc="redis-benchmark -t set,get -d %d -c %d --threads %d" % (_d, _c, _t),
+                metrics=["set_per_s", "get_per_s", "cpu_us_per_req"],
+                primary=["set_per_s", "get_per_s"])
+            SWEEP_WORKLOADS.append(_name)
 QUICK_WORKLOADS = ["pp14", "tp64k", "redis-c50", "nginx-ka"]
 
 # Counted in profile runs (perf stat, software events and syscall tracepoints).
