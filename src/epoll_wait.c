@@ -428,7 +428,7 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	} snap[EP_SPIN_MAX];
 	uint64_t budget, t0, now, lastk;
 	struct usmc_epreg *r;
-	int i, k = 0, n = 0, cpu;
+	int i, k = 0, n = 0, cpu, yields;
 	bool peer_here = false;
 
 	*hit = false;
@@ -449,8 +449,9 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 		if (usmc_peer_on_cpu(r->sk, cpu))
 			peer_here = true;
 	}
-	if (peer_here)
-		return 0;
+	/* ... it gets the CPU instead (wait.c's hand-over): a few yields,
+	 * each followed by a look. */
+	yields = peer_here ? USMC_WAIT_YIELDS : 0;
 	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
 		/* A socket whose last reference went (its close is on its way
 		 * to remove this record) must not be brought back. */
@@ -464,8 +465,11 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 	do {
 		/* ~100 ns between sweeps (a pause is ~25 ns here): a wider
 		 * gap only adds to the latency it is meant to save. */
-		for (i = 0; i < 4; i++)
-			cpu_relax();
+		if (yields)
+			sched_yield();
+		else
+			for (i = 0; i < 4; i++)
+				cpu_relax();
 		for (i = 0; i < n && !*hit; i++)
 			if (reg_due(&snap[i].copy))
 				*hit = true;
@@ -481,11 +485,12 @@ static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int ro
 			}
 			k = 0;
 		}
-	} while (now - t0 < budget);
+	} while (peer_here ? --yields > 0 : now - t0 < budget);
 	for (i = 0; i < n; i++)
 		usmc_sock_put(snap[i].copy.sk);
 	pthread_mutex_lock(&ep_lock);
-	ep_spin_feedback(ep, *hit, now - t0);
+	if (!peer_here)		/* the spin budget learns from spins only */
+		ep_spin_feedback(ep, *hit, now - t0);
 	return k;
 }
 

@@ -222,20 +222,24 @@ restart:
 		/* 2. spin when nothing else could wake us anyway */
 		if (!ready && all_ours && timeout != 0) {
 			uint64_t t0 = usmc_now_ns(), budget;
-			int cpu;
+			int cpu, yields = -1;	/* -1: spin on the clock */
 
 			budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
 				 (uint64_t)usmc_opt.spin_us * 1000;
 			if (nent > 8)
 				budget /= 4;
 			/* Not while a peer runs on our CPU: it could not make
-			 * progress while we spin (wait.c). */
+			 * progress while we spin; it gets the CPU instead, a
+			 * few times (wait.c's hand-over). */
 			for (i = 0, cpu = sched_getcpu(); i < nent && budget; i++)
 				if (usmc_peer_on_cpu(ent[i].sk, cpu))
-					budget = 0;
-			while (!ready && usmc_now_ns() - t0 < budget) {
-				for (i = 0; i < 4; i++)	/* ~100 ns, as epoll_wait.c */
-					cpu_relax();
+					yields = USMC_WAIT_YIELDS;
+			while (!ready && (yields >= 0 ? yields-- > 0 : usmc_now_ns() - t0 < budget)) {
+				if (yields >= 0)
+					sched_yield();
+				else
+					for (i = 0; i < 4; i++)	/* ~100 ns, as epoll_wait.c */
+						cpu_relax();
 				for (i = 0; i < nent; i++) {
 					struct pollfd *p = &fds[ent[i].idx];
 

@@ -558,6 +558,8 @@ int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
 /* CPU hints in our CDC lines, for the peer's spin decision. */
 void usmc_publish_cpu(struct usmc_sock *sk, int cpu);
 bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu);
+/* A peer on our CPU gets it (sched_yield) this often before we sleep. */
+#define USMC_WAIT_YIELDS	4
 
 /* interpose.c: should an interrupted wait return EINTR (no SA_RESTART
  * handler, or a timeout set) or restart, as the kernel would decide? */

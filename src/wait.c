@@ -472,6 +472,32 @@ static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, in
 	}
 }
 
+/*
+ * The peer last waited on our CPU: spinning would only keep it from
+ * running, and a sleep costs a doorbell and a wake-up each way.  Hand the
+ * CPU over instead (sched_yield) and look again: a peer that was waiting
+ * in the same way runs at once, answers without ringing (we are not
+ * armed) and hands it back, one system call and one context switch per
+ * hop.  A peer that does not answer within USMC_WAIT_YIELDS looks leaves us to
+ * sleep as usual; with nothing else runnable each look costs a system
+ * call.  Off where spinning is (USMC_SPIN_US=0 and no USMC_BUSY_POLL).
+ */
+static bool wait_handover(struct usmc_sock *sk, int cpu, int what)
+{
+	int i;
+
+	if ((!usmc_opt.busy_poll_us && !usmc_opt.spin_us) || !usmc_peer_on_cpu(sk, cpu))
+		return false;
+	for (i = 0; i < USMC_WAIT_YIELDS; i++) {
+		sched_yield();
+		if (wait_ready(sk, what)) {
+			STAT_INC(spin_hits);
+			return true;
+		}
+	}
+	return false;
+}
+
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 {
 	uint32_t budget;
@@ -512,6 +538,8 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		usmc_arm(sk, what);
 		return wait_ready(sk, what) ? 0 : -EAGAIN;
 	}
+	if (!budget && wait_handover(sk, cpu, what))
+		return 0;
 	/*
 	 * Every waiter on its own instance (waitset.c): a reader and a writer
 	 * of one socket, threads on different connections of one link group
