@@ -206,10 +206,10 @@ WHY = {
             "store; the waiting side first spins (adaptive, up to USMC_SPIN_US) on the "
             "producer cursor, so with the peer on another CPU it sees the message as a "
             "cache-line transfer, without entering the kernel for the data.  With both "
-            "on one CPU spinning is pointless (the peer needs the CPU): every message "
-            "then rings the doorbell (a FIFO `write`) and the reader sleeps in `poll`, "
-            "so usmc pays a context switch per message like TCP, plus the doorbell's "
-            "own system calls.",
+            "on one CPU spinning is pointless (the peer needs the CPU): the waiting side "
+            "hands the CPU over instead (`sched_yield`, up to four times, a look after "
+            "each), the peer answers without a doorbell and hands it back, so a message "
+            "costs one system call and one context switch, without the loopback stack.",
     "pp14-busy": "Busy-poll (USMC_BUSY_POLL) spins for a fixed time before sleeping "
                  "instead of the adaptive budget.  With the peer on another CPU the "
                  "adaptive spin already catches every message, so both modes should "
