@@ -61,7 +61,7 @@ const struct usmc_opt_desc usmc_opt_table[] = {
 	{ "USMC_RING_SIZE", OPT_SIZE, "4M",
 	  "DMB ring per direction and connection, power of two 16k..64M (TCP holds ~4 MB in flight)", O(ring_size), 16384, 64L << 20, CTL, NULL },
 	{ "USMC_SPIN_US", OPT_INT, "50",
-	  "adaptive mode: longest spin in microseconds before sleeping on the doorbell", O(spin_us), 0, 1000000, CTL, NULL },
+	  "adaptive mode: longest spin in microseconds before sleeping on the doorbell (with the peer on our CPU: up to four sched_yield hand-overs instead; 0 = neither)", O(spin_us), 0, 1000000, CTL, NULL },
 	{ "USMC_BUSY_POLL", OPT_INT, "0",
 	  "busy-poll mode: always spin this many microseconds before sleeping (0 = adaptive)", O(busy_poll_us), 0, 10000000, CTL, NULL },
 	{ "USMC_LGR_SLOTS", OPT_INT, "64",
