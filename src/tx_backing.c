@@ -79,23 +79,35 @@ static uint32_t tx_idle_keep(struct usmc_sock *sk, uint32_t hw)
 
 /*
  * The owner goes to sleep (wait.c, poll.c, epoll_wait.c): a ring that grew
- * gives back the memory above what it holds unread.  Only if tx_lock is
- * free now (a sender at work is not idle).  Signals are blocked meanwhile:
- * we are not on tx.c's tx_held[] stack, so a handler's send on this socket
- * would take the lock again.  The peer's cons is read as usual: a peer
+ * gives back the memory above what it holds unread, once it went through
+ * a sleep without growing (sk->idle_hw: a connection that streams in
+ * bursts keeps its ring from one burst to the next).  Only if tx_lock is
+ * free now (a sender at work is not idle).  The other signals are blocked
+ * meanwhile: we are not on tx.c's tx_held[] stack, so a handler's send on
+ * this socket would take the lock again.  The faults stay open: guard.c
+ * turns a SIGBUS from a truncated link group into a reset, and a blocked
+ * one would kill the process.  The peer's cons is read as usual: a peer
  * that lies about it can only lose bytes of its own connection.
  */
 void usmc_tx_idle(struct usmc_sock *sk)
 {
+	static const int faults[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
 	struct usmc_flock *l = &sk->sh->tx_lock;
 	uint32_t hw = LOAD_RELAXED(&sk->sh->tx_hw), keep;
-	sigset_t all, old;
+	sigset_t mask, old;
+	unsigned int i;
 
+	if (hw != sk->idle_hw) {
+		sk->idle_hw = hw;	/* grew since the last sleep: not yet */
+		return;
+	}
 	if (!sk->lgr || sk_mode(sk) != USMC_MODE_SMCD || !sk->lgr->dev->dmb_release ||
 	    !tx_idle_keep(sk, hw))
 		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	sigfillset(&mask);
+	for (i = 0; i < ARRAY_SIZE(faults); i++)
+		sigdelset(&mask, faults[i]);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
 	if (usmc_family_trylock(l))
 		goto out;
 	hw = LOAD_RELAXED(&sk->sh->tx_hw);
@@ -105,6 +117,7 @@ void usmc_tx_idle(struct usmc_sock *sk)
 				       hw - keep)) {
 		STORE_RELAXED(&sk->sh->tx_hw, keep);
 		STORE_RELAXED(&sk->sh->tx_stuck, 0);
+		sk->idle_hw = keep;
 		STAT_ADD(ring_given_back, hw - keep);
 	}
 	usmc_family_unlock(l);
