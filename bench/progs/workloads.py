@@ -298,7 +298,7 @@ def redis_requests(cfg, wl):
 # redis-benchmark --threads stops its threads from a 250 ms timer, so its
 # rates are quantised to 250 ms of run time: a run of a test shorter than
 # this is repeated (fresh server) with more requests.
-REDIS_THREADED_MIN_S = 3.0
+REDIS_THREADED_MIN_S = 2.5
 
 
 def run_redis(ctx, wl, cfg):
