@@ -54,9 +54,9 @@ size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t w
 }
 
 /*
- * What of our ring must stay backed: the pages up to the producer's
- * position, rounded up to a power of two (a connection that sends a few
- * kilobytes a time keeps room for them), at least a page.  0 when nothing
+ * What of our ring must stay backed: twice the producer's position,
+ * rounded up to a power of two (a connection that sends a few kilobytes a
+ * time keeps room for them), at least a page.  0 when nothing
  * may go: bytes unread above that (the reader has not caught up, or the
  * writes wrapped), or too little to be worth it.
  */
@@ -71,8 +71,11 @@ static uint32_t tx_idle_keep(struct usmc_sock *sk, uint32_t hw)
 	/* Unread bytes all in [0, off): the reader reads [head, prod) only. */
 	if (prod - head > off)
 		return 0;
-	keep = off <= TX_RESERVE_MIN ? TX_RESERVE_MIN : 1u << (32 - __builtin_clz(off - 1));
-	if (hw < keep + TX_IDLE_MIN || hw < 2 * keep)
+	/* Room for twice what the last writes took: a connection whose
+	 * messages are about one size never gives back what the next one
+	 * needs (a punch and a regrowth per message). */
+	keep = off < TX_RESERVE_MIN ? TX_RESERVE_MIN : 2u << (32 - __builtin_clz(off));
+	if (keep > hw / 2 || hw - keep < TX_IDLE_MIN)
 		return 0;
 	return keep;
 }
