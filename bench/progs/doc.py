@@ -406,6 +406,11 @@ def write_doc(prog, bench, docdir, files, final):
         "run (`bench/redis_sweep.py`): [perf/redis-sweep.md](perf/redis-sweep.md).  Seed "
         "004 reports +40–60 % for kernel SMC-R.")
     add("")
+    add("## Cold start")
+    add("")
+    add("Where the first run against a fresh server spends its time, and why the issue's "
+        "0.05× cold runs are gone: [perf/cold-start.md](perf/cold-start.md).")
+    add("")
     add("## Scaling with cores")
     add("")
     add("Independent client/server pairs at once, each on its own two CPUs, TCP vs usmc "
