@@ -238,7 +238,7 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	 * runtime directory's tmpfs is full) rather than fault later. */
 	STORE_RELAXED(&sk->sh->tx_hw, MIN(TX_FIRST_RESERVE, l->ring_size));
 	STORE_RELAXED(&sk->sh->tx_stuck, 0);
-	if (l->dev->dmb_reserve(l, slot, sk->role == 'C' ? 0 : 1, 0, LOAD_RELAXED(&sk->sh->tx_hw))) {
+	if (l->dev->dmb_reserve(l, slot, usmc_tx_dir(sk), 0, LOAD_RELAXED(&sk->sh->tx_hw))) {
 		usmc_lgr_bells_put(l);
 		sk->bell_own = sk->bell_peer = -1;
 		return -ENOSPC;

@@ -277,9 +277,15 @@ static int lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *p
 	return 0;
 }
 
+/* Where a slot's ring dir starts in the link group's file. */
+static off_t lo_ring_base(struct usmc_lgr *l, uint32_t slot, int dir)
+{
+	return (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
+}
+
 static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
 {
-	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
+	off_t base = lo_ring_base(l, slot, dir);
 	uint32_t *backed = l->bells ? &l->bells[slot].backed[dir & 1] : NULL;
 
 	if (usmc_fault(USMC_FAULT_RESERVE))
@@ -296,17 +302,15 @@ static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 }
 
 /* Give len bytes at offset off of a slot's ring dir back to the tmpfs; a
- * later access finds zeroes (the file keeps its size: no SIGBUS). */
+ * later access finds zeroes (the file keeps its size: no SIGBUS).  The
+ * bells[].backed mark stays: reserve no longer trusts it, and lgr.c only
+ * asks whether it is set. */
 static int lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off,
 			  uint32_t len)
 {
-	off_t base = (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
-	uint32_t *backed = l->bells ? &l->bells[slot].backed[dir & 1] : NULL;
-
-	if (fallocate(l->mem_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, base + off, len))
+	if (fallocate(l->mem_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      lo_ring_base(l, slot, dir) + off, len))
 		return -errno;
-	if (backed && *backed > off)
-		*backed = off;
 	return 0;
 }
 

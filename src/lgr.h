@@ -41,7 +41,8 @@ struct usmc_lgr_hdr {
 struct usmc_lgr_bell {
 	uint32_t backed[2];		/* ring bytes this process backed, by dir
 					 * (dmb_reserve; written under the tx_lock of
-					 * the slot's connection) */
+					 * the slot's connection); only whether it is
+					 * set is used: the slot was registered here */
 };
 
 struct usmc_epreg;

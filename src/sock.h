@@ -171,6 +171,12 @@ struct usmc_sock {
 	struct usmc_sock *free_next;
 };
 
+/* The link group's ring we write: 0 client to server, 1 server to client. */
+static inline int usmc_tx_dir(const struct usmc_sock *sk)
+{
+	return sk->role == 'C' ? 0 : 1;
+}
+
 static inline uint32_t sk_mode(const struct usmc_sock *sk)
 {
 	return LOAD_ACQUIRE(&sk->sh->mode);

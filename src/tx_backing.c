@@ -38,9 +38,8 @@ size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t w
 		return room;
 	while (off + room > hw && hw < sk->size && !LOAD_RELAXED(&sk->sh->tx_stuck)) {
 		uint32_t grow = MIN(MIN(TX_RESERVE_CHUNK, MAX(hw, TX_RESERVE_MIN)), sk->size - hw);
-		int dir = sk->role == 'C' ? 0 : 1;
 
-		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, dir, hw, grow)) {
+		if (sk->lgr->dev->dmb_reserve(sk->lgr, sk->slot, usmc_tx_dir(sk), hw, grow)) {
 			/* tmpfs full: work within what we have until the next rewind */
 			STORE_RELAXED(&sk->sh->tx_stuck, 1);
 			break;
@@ -116,7 +115,7 @@ void usmc_tx_idle(struct usmc_sock *sk)
 	hw = LOAD_RELAXED(&sk->sh->tx_hw);
 	keep = tx_idle_keep(sk, hw);
 	if (keep && !(LOAD_RELAXED(&sk->tx_p->flags) & CDC_F_MIGRATE) &&
-	    !sk->lgr->dev->dmb_release(sk->lgr, sk->slot, sk->role == 'C' ? 0 : 1, keep,
+	    !sk->lgr->dev->dmb_release(sk->lgr, sk->slot, usmc_tx_dir(sk), keep,
 				       hw - keep)) {
 		STORE_RELAXED(&sk->sh->tx_hw, keep);
 		STORE_RELAXED(&sk->sh->tx_stuck, 0);
