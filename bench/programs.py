@@ -98,6 +98,23 @@ def describe_build(build):
     return info
 
 
+BUILD_FILES = ("usmc", "libusmc.so")
+
+
+def build_missing(build):
+    """The files of BUILD_FILES that build lacks."""
+    return [f for f in BUILD_FILES if not (build / f).exists()]
+
+
+def snapshot_build(build, prefix):
+    """A private copy of usmc and libusmc.so: one consistent library for a
+    whole run, whatever `make` others run in the meantime."""
+    snap = Path(tempfile.mkdtemp(prefix=prefix))
+    for f in BUILD_FILES:
+        shutil.copy2(str(build / f), str(snap / f))
+    return snap
+
+
 def machine_info(cpus):
     model = "?"
     try:
@@ -231,10 +248,9 @@ def main(argv):
         if cfg.load:
             res = json.loads(Path(cfg.load).read_text())
         else:
-            for f in ("usmc", "libusmc.so"):
-                if not (cfg.build / f).exists():
-                    log("programs.py: no %s in %s (make first, or --build DIR)" % (f, cfg.build))
-                    return 2
+            for f in build_missing(cfg.build):
+                log("programs.py: no %s in %s (make first, or --build DIR)" % (f, cfg.build))
+                return 2
             miss = missing_programs(cfg.workloads)
             if miss:
                 log("programs.py: missing program(s): %s" % ", ".join(miss))
@@ -246,11 +262,8 @@ def main(argv):
             workdir = tempfile.mkdtemp(prefix="usmc-programs-")
             build_info = describe_build(cfg.build)
             if not cfg.no_snapshot:
-                # One consistent library for the whole run (usmc bench
-                # included), whatever `make` others run in the meantime.
-                snap = Path(tempfile.mkdtemp(prefix="usmc-programs-build-"))
-                for f in ("usmc", "libusmc.so"):
-                    shutil.copy2(str(cfg.build / f), str(snap / f))
+                # usmc bench included
+                snap = snapshot_build(cfg.build, "usmc-programs-build-")
                 build_info["snapshot"] = True
                 cfg.build = snap
             started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")

@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from programs import describe_build, machine_info, program_versions  # noqa: E402
+from programs import (build_missing, describe_build, machine_info,  # noqa: E402
+                      program_versions, snapshot_build)
 from progs.common import REPO, fmt_num, fmt_ratio, log  # noqa: E402
 from progs.measure import measure  # noqa: E402
 from progs.procs import _on_signal, shq  # noqa: E402
@@ -203,19 +204,15 @@ def main(argv):
     if cfg.load:
         res = json.loads(Path(cfg.load).read_text())
     else:
-        for f in ("usmc", "libusmc.so"):
-            if not (cfg.build / f).exists():
-                log("redis_sweep.py: no %s in %s (make first)" % (f, cfg.build))
-                return 2
+        for f in build_missing(cfg.build):
+            log("redis_sweep.py: no %s in %s (make first)" % (f, cfg.build))
+            return 2
         for prog in ("taskset", "redis-server", "redis-benchmark"):
             if not shutil.which(prog):
                 log("redis_sweep.py: %s is missing" % prog)
                 return 2
         build_info = describe_build(cfg.build)
-        snap = Path(tempfile.mkdtemp(prefix="usmc-sweep-build-"))
-        for f in ("usmc", "libusmc.so"):
-            shutil.copy2(str(cfg.build / f), str(snap / f))
-        cfg.build = snap
+        snap = cfg.build = snapshot_build(cfg.build, "usmc-sweep-build-")
         workdir = tempfile.mkdtemp(prefix="usmc-sweep-")
         res = {"tool": "bench/redis_sweep.py", "version": 1,
                "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
