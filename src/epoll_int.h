@@ -135,6 +135,10 @@ bool ep_arm_all(struct usmc_ep *ep);
 bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending);
 /* Arm r for a doorbell (r->armed stays the caller's to set); true: due. */
 bool ep_arm(struct usmc_epreg *r);
+/* epoll_wait.c: what r should report now (edge-triggered: news too). */
+uint32_t ep_reg_due(const struct usmc_epreg *r);
+/* epoll_spin.c: look before sleeping; called and returns with ep_lock held. */
+int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit);
 /* epoll_bell.c: l's doorbell rang in ep (caller holds ep_lock). */
 struct usmc_lgr;
 void ep_bell_event(struct usmc_ep *ep, struct usmc_lgr *l);

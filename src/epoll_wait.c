@@ -82,7 +82,7 @@ static void reg_seen(struct usmc_epreg *r)
 
 /* The events r should report now: level-triggered when ready, edge-
  * triggered only when something new happened as well. */
-static uint32_t reg_due(const struct usmc_epreg *r)
+uint32_t ep_reg_due(const struct usmc_epreg *r)
 {
 	uint32_t ev = reg_ready((struct usmc_epreg *)r);
 
@@ -153,7 +153,7 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 			ep_reg_sync(r);
 			continue;
 		}
-		ev = reg_due(r);
+		ev = ep_reg_due(r);
 		if (!ev) {
 			ep_watch(r);
 			continue;
@@ -204,14 +204,14 @@ static void push_due(struct usmc_ep *ep, bool armed_too)
 
 	for (r = ep->regs; r; r = r->ep_next)
 		if (r->translated && !r->disabled && !r->on_ready && (armed_too || !r->armed) &&
-		    reg_due(r))
+		    ep_reg_due(r))
 			ep_ready_push(r);
 }
 
 bool ep_arm(struct usmc_epreg *r)
 {
 	r->arm_what = (uint8_t)reg_what(r);
-	return usmc_arm_seq(r->sk, r->arm_what, r->arm_seq) && reg_due(r);
+	return usmc_arm_seq(r->sk, r->arm_what, r->arm_seq) && ep_reg_due(r);
 }
 
 /*
@@ -237,7 +237,7 @@ bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
 		/* Armed already, no doorbell seen since: news since then rang
 		 * it, and the kernel tells in which order. */
 		if (r->armed) {
-			if (pending && !*pending && reg_due(r))
+			if (pending && !*pending && ep_reg_due(r))
 				*pending = true;
 			continue;
 		}
@@ -264,9 +264,9 @@ void ep_selfev_update(struct usmc_ep *ep, int epfd)
 		return;
 	/* Readable for an outer epoll/poll only if something is really due. */
 	for (r = ep->ready; r && !want; r = r->ready_next)
-		want = r->translated && !r->disabled && reg_due(r);
+		want = r->translated && !r->disabled && ep_reg_due(r);
 	for (r = ep->again; r && !want; r = r->ready_next)
-		want = r->translated && !r->disabled && reg_due(r);
+		want = r->translated && !r->disabled && ep_reg_due(r);
 
 	if (!ep->nested)
 		return;
@@ -327,7 +327,7 @@ void ep_fresh_wake(struct usmc_epreg *r)
 {
 	if (!r->ep->waiters || !r->translated || r->disabled)
 		return;
-	if (usmc_arm(r->sk, reg_what(r)) && reg_due(r))
+	if (usmc_arm(r->sk, reg_what(r)) && ep_reg_due(r))
 		ep_wake(r->ep);
 }
 
@@ -392,7 +392,7 @@ static void ep_watch_scan(struct usmc_ep *ep)
 			r->on_watch = false;
 			continue;
 		}
-		if (reg_due(r)) {
+		if (ep_reg_due(r)) {
 			*pp = r->watch_next;
 			r->on_watch = false;
 			ep_ready_push(r);
@@ -409,89 +409,6 @@ static void ep_watch_scan(struct usmc_ep *ep)
 		else
 			r->armed = true;
 	}
-}
-
-#define EP_KPOLL_NS	8000	/* spinning: ask the kernel about other fds this often */
-
-/*
- * Spin over the connections before sleeping: a peer on another CPU usually
- * answers within microseconds, a sleep costs tens.  Other descriptors in
- * the set are polled with a zero timeout every EP_KPOLL_NS.  Returns the
- * kernel events found (into kev), or 0; *hit is set when a connection
- * turned ready (the caller asks the kernel for the doorbells rung meanwhile,
- * which tell in which order, then takes the rest: push_due()).  The budget adapts: spins that never pay off shrink it.
- */
-static int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, bool *hit)
-{
-	struct {
-		struct usmc_epreg copy;	/* events, seen cursors: for reg_due() */
-	} snap[EP_SPIN_MAX];
-	uint64_t budget, t0, now, lastk;
-	struct usmc_epreg *r;
-	int i, k = 0, n = 0, cpu, yields;
-	bool peer_here = false;
-
-	*hit = false;
-	if (!ep->ntranslated || ep->ntranslated > EP_SPIN_MAX)
-		return 0;
-	budget = usmc_opt.busy_poll_us ? (uint64_t)usmc_opt.busy_poll_us * 1000 :
-		 MIN((uint64_t)usmc_opt.spin_us * 1000, (uint64_t)LOAD_RELAXED(&ep->spin_ns));
-	if (!budget)
-		return 0;
-	/* Spin without ep_lock (other threads' epoll calls go on): on a
-	 * snapshot of the sockets, each pinned by a reference.  Not when a
-	 * peer runs on our CPU: it could not make progress while we spin. */
-	cpu = sched_getcpu();
-	for (r = ep->regs; r; r = r->ep_next) {
-		if (!r->translated || r->disabled)
-			continue;
-		usmc_publish_cpu(r->sk, cpu);
-		if (usmc_peer_on_cpu(r->sk, cpu))
-			peer_here = true;
-	}
-	/* ... it gets the CPU instead (wait.c's hand-over): a few yields,
-	 * each followed by a look. */
-	yields = peer_here ? USMC_WAIT_YIELDS : 0;
-	for (r = ep->regs; r && n < EP_SPIN_MAX; r = r->ep_next) {
-		/* A socket whose last reference went (its close is on its way
-		 * to remove this record) must not be brought back. */
-		if (!r->translated || r->disabled || !usmc_sock_get_live(r->sk))
-			continue;
-		snap[n].copy = *r;
-		n++;
-	}
-	pthread_mutex_unlock(&ep_lock);
-	now = t0 = lastk = usmc_now_ns();
-	do {
-		/* ~100 ns between sweeps (a pause is ~25 ns here): a wider
-		 * gap only adds to the latency it is meant to save. */
-		if (yields)
-			sched_yield();
-		else
-			for (i = 0; i < 4; i++)
-				cpu_relax();
-		for (i = 0; i < n && !*hit; i++)
-			if (reg_due(&snap[i].copy))
-				*hit = true;
-		if (*hit)
-			break;	/* no clock read on the way back (wait.c) */
-		now = usmc_now_ns();
-		if (ep->nforeign && now - lastk > EP_KPOLL_NS) {
-			lastk = now;
-			k = real.epoll_wait(epfd, kev, room, 0);
-			if (k > 0) {
-				*hit = true;
-				break;
-			}
-			k = 0;
-		}
-	} while (peer_here ? --yields > 0 : now - t0 < budget);
-	for (i = 0; i < n; i++)
-		usmc_sock_put(snap[i].copy.sk);
-	pthread_mutex_lock(&ep_lock);
-	if (!peer_here)		/* the spin budget learns from spins only */
-		ep_spin_feedback(ep, *hit, now - t0);
-	return k;
 }
 
 /* The kernel's wait as the program called it (epoll_pwait2's timespec
