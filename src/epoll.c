@@ -209,7 +209,7 @@ void ep_watch(struct usmc_epreg *r)
 static void reg_fresh(struct usmc_epreg *r)
 {
 	r->edge = true;
-	r->seen_prod = r->seen_cons = ~0ULL;
+	r->seen_prod = ~0ULL;
 	ep_ready_push(r);
 	if (r->ep->nested)
 		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
@@ -229,8 +229,8 @@ static void reg_moved(struct usmc_epreg *r)
 	r->edge = false;
 	r->seen_prod = LOAD_RELAXED(&sk->sh->rx_cons);
 	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
-	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
 	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	r->seen_nospace = LOAD_RELAXED(&sk->sh->tx_nospace);
 	ep_ready_push(r);
 	if (r->ep->nested)
 		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);

@@ -59,8 +59,9 @@ struct usmc_epreg {
 	bool edge;			/* an event arrived since last reported (ET) */
 	uint64_t reported;		/* epoll_wait call that last reported it */
 	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
-	uint64_t seen_prod, seen_cons;	/* cursors when last reported (ET news) */
-	uint32_t seen_pflags, seen_cflags;
+	uint64_t seen_prod;		/* peer's cursor when last reported (ET news) */
+	uint32_t seen_pflags, seen_cflags;	/* ... flags */
+	uint32_t seen_nospace;		/* sh->tx_nospace when EPOLLOUT last reported */
 	struct usmc_epreg *ep_next, *ep_prev;
 	struct usmc_epreg *sk_next;
 	struct usmc_lgr *bell_lg;	/* translated: on this link group's list */

@@ -43,14 +43,14 @@ static uint32_t reg_ready(struct usmc_epreg *r)
 }
 
 /*
- * Did something happen since r last reported?  (edge-triggered)  As TCP:
- * every arrival (bytes, flags) is news; room freed by the peer is news
- * only for a writer that may have run out of it since (the kernel wakes
- * writers only after a send found the buffer full): our producer a whole
- * ring beyond the peer's cursor we last reported, or the ring's backing
- * stuck.  A writer that never filled the ring gets no edge per peer read.
+ * Did something happen since r last reported, given that it is ready for
+ * ev now?  (edge-triggered)  As TCP: every arrival (bytes, flags) is
+ * news; room is news only for a writer that ran out of it since EPOLLOUT
+ * was last reported (sh->tx_nospace, TCP's SOCK_NOSPACE: the kernel wakes
+ * writers only after a send found the buffer full), once there is room.
+ * A writer that never filled the ring gets no edge per peer read.
  */
-static bool reg_news(const struct usmc_epreg *r)
+static bool reg_news(const struct usmc_epreg *r, uint32_t ev)
 {
 	const struct usmc_sock *sk = r->sk;
 
@@ -62,22 +62,32 @@ static bool reg_news(const struct usmc_epreg *r)
 		return true;
 	if ((r->events & (EPOLLOUT | EPOLLWRNORM)) &&
 	    (LOAD_ACQUIRE(&sk->tx_c->flags) != r->seen_cflags ||
-	     (LOAD_ACQUIRE(&sk->tx_c->cons) != r->seen_cons &&
-	      (LOAD_RELAXED(&sk->sh->tx_prod) - r->seen_cons >= sk->size ||
-	       LOAD_RELAXED(&sk->sh->tx_stuck)))))
+	     ((ev & (EPOLLOUT | EPOLLWRNORM)) &&
+	      LOAD_RELAXED(&sk->sh->tx_nospace) != r->seen_nospace)))
 		return true;
 	return false;
 }
 
-static void reg_seen(struct usmc_epreg *r)
+/* What reg_news() compares. */
+struct reg_cursors {
+	uint64_t prod;
+	uint32_t pflags, cflags, nospace;
+};
+
+static void reg_cursors(const struct usmc_epreg *r, struct reg_cursors *c)
 {
 	const struct usmc_sock *sk = r->sk;
 
-	r->seen_prod = LOAD_ACQUIRE(&sk->rx_p->prod);
-	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
-	r->seen_cons = LOAD_ACQUIRE(&sk->tx_c->cons);
-	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
-	r->edge = false;
+	c->prod = LOAD_ACQUIRE(&sk->rx_p->prod);
+	c->pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
+	c->cflags = LOAD_ACQUIRE(&sk->tx_c->flags);
+	c->nospace = LOAD_RELAXED(&sk->sh->tx_nospace);
+}
+
+static bool reg_cursors_same(const struct reg_cursors *a, const struct reg_cursors *b)
+{
+	return a->prod == b->prod && a->pflags == b->pflags && a->cflags == b->cflags &&
+	       a->nospace == b->nospace;
 }
 
 /* The events r should report now: level-triggered when ready, edge-
@@ -86,8 +96,44 @@ uint32_t ep_reg_due(const struct usmc_epreg *r)
 {
 	uint32_t ev = reg_ready((struct usmc_epreg *)r);
 
-	if (ev && (r->events & EPOLLET) && !reg_news(r))
+	if (ev && (r->events & EPOLLET) && !reg_news(r, ev))
 		return 0;
+	return ev;
+}
+
+/*
+ * Report r: its due events, and what it has seen, both from the same
+ * look.  Seen must not be newer than the events reported: a send that
+ * ran out of room after our look at the ring, counted as seen, would
+ * leave an edge-triggered writer told "not writable" with nothing new to
+ * be told ever again (a hang; the kernel's write-space callback would
+ * queue the socket again).  So what reg_news() compares is loaded before
+ * the events are computed and again after; when it moved meanwhile we
+ * look once more, and after a few tries keep the older: at worst one edge
+ * too many, never one lost.  A report without EPOLLOUT leaves a writer's
+ * running out of room pending, as TCP's SOCK_NOSPACE stays set.
+ */
+static uint32_t reg_report(struct usmc_epreg *r)
+{
+	struct reg_cursors before, after;
+	uint32_t ev = 0;
+	int tries;
+
+	for (tries = 0; tries < 3; tries++) {
+		reg_cursors(r, &before);
+		ev = ep_reg_due(r);
+		if (!ev)
+			return 0;
+		reg_cursors(r, &after);
+		if (reg_cursors_same(&before, &after))
+			break;
+	}
+	r->seen_prod = before.prod;
+	r->seen_pflags = before.pflags;
+	r->seen_cflags = before.cflags;
+	if (ev & (EPOLLOUT | EPOLLWRNORM))
+		r->seen_nospace = before.nospace;
+	r->edge = false;
 	return ev;
 }
 
@@ -153,7 +199,7 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 			ep_reg_sync(r);
 			continue;
 		}
-		ev = ep_reg_due(r);
+		ev = reg_report(r);
 		if (!ev) {
 			ep_watch(r);
 			continue;
@@ -162,7 +208,6 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 		out[n].data.u64 = r->data;
 		n++;
 		r->reported = call;
-		reg_seen(r);
 		if (r->events & EPOLLONESHOT)
 			r->disabled = true;
 		if (r->events & (EPOLLET | EPOLLONESHOT)) {

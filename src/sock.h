@@ -104,6 +104,8 @@ struct usmc_sock_sh {
 	_Atomic uint32_t tx_hw;		/* our tx ring is backed up to here (written under tx_lock,
 					 * read relaxed by waiters as a hint) */
 	_Atomic uint32_t tx_stuck;	/* backing it further failed (tmpfs full) */
+	_Atomic uint32_t tx_nospace;	/* bumped by a send that found no room (tx_lock):
+					 * TCP's SOCK_NOSPACE, for edge-triggered EPOLLOUT */
 	_Atomic uint64_t tcp_looker;	/* wait.c: thread looking at TCP (tid | pid << 32) */
 	_Atomic uint32_t tcp_relook;	/* ... asked to look once more */
 	_Atomic uint32_t own_rung;	/* bumped before ringing our own doorbell (shutdown):

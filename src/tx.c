@@ -29,6 +29,13 @@ static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 	sk->sh->tx_cons_at = *prod;
 }
 
+/* A send ran out of room: an edge-triggered EPOLLOUT is due once there is
+ * room again (epoll_wait.c's reg_news).  Caller holds tx_lock. */
+static void tx_nospace(struct usmc_sock *sk)
+{
+	STORE_RELAXED(&sk->sh->tx_nospace, LOAD_RELAXED(&sk->sh->tx_nospace) + 1);
+}
+
 /* Copy from an iovec cursor into the ring; advances the cursor. */
 struct iov_cursor {
 	const struct iovec *iov;
@@ -555,6 +562,7 @@ moved:
 			continue;
 		}
 		STAT_INC(tx_full);
+		tx_nospace(sk);
 		if (nonblock)
 			break;
 		/* A handler's bytes now follow ours: what we sent is all. */
@@ -648,6 +656,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head,
 							   tx_want(sk, prod, head, len - done)));
 		if (!n) {
+			tx_nospace(sk);
 			if (nonblock || done)
 				break;
 			tx_unlock(sk, fd, false);

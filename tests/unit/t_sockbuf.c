@@ -12,6 +12,8 @@
 #include "t_util.h"
 #include "t_selfdiff.h"
 
+#include <sys/epoll.h>
+
 #define BUF_SET		16384			/* what the program asks for */
 #define BIG		(3u << 20)		/* less than a ring, far more than the buffers */
 
@@ -158,10 +160,60 @@ static void sc_peer_closes(void)
 	T_OBS("%s", msg);
 }
 
+/*
+ * An edge-triggered writer with both buffer sizes set: every time a write
+ * finds no room, an EPOLLOUT edge follows once the reader makes room.
+ * (The room a writer may use is then far below the ring's size; an edge
+ * rule that waited for a whole ring to go out never fired: a hang.)
+ */
+static void sc_et_writer(void)
+{
+	static char buf[65536];
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLET };
+	size_t off = 0;
+	int c, s, ep, lost = 0;
+	pid_t pid;
+
+	small_pair(&c, &s);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		close(c);
+		t_recv_pat(s, 5, BIG);
+		_exit(0);
+	}
+	close(s);
+	t_set_nonblock(c, true);
+	ep = t_ok(epoll_create1(0));
+	t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev));
+	while (off < BIG) {
+		ssize_t n;
+
+		t_pat_fill(5, off, buf, sizeof(buf));
+		n = write(c, buf, MIN(sizeof(buf), BIG - off));
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN)
+			t_fail("write: %s", strerror(errno));
+		if (epoll_wait(ep, &ev, 1, 10000) != 1) {
+			lost = 1;
+			break;
+		}
+	}
+	T_OBS("edge-triggered writer: all sent: %d, an edge lost: %d\n", off == BIG, lost);
+	if (lost)
+		kill(pid, SIGKILL);
+	t_ok(waitpid(pid, NULL, 0));
+	close(ep);
+	close(c);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "getsockopt", sc_getsockopt },
 	{ "inflight", sc_inflight },
 	{ "peer_closes", sc_peer_closes },
+	{ "et_writer", sc_et_writer },
 };
 
 int main(int argc, char **argv)
