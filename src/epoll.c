@@ -109,40 +109,6 @@ void ep_tcp_event(struct usmc_epreg *r)
 	}
 }
 
-/* The records of a link group's sockets that hold kernel entries, in
- * every instance (ep_lock); each keeps the link group alive. */
-static void lg_join(struct usmc_epreg *r)
-{
-	struct usmc_lgr *l = r->sk->lgr;
-
-	if (r->bell_lg || !l)
-		return;
-	usmc_lgr_hold(l);
-	r->bell_lg = l;
-	r->lg_prev = NULL;
-	r->lg_next = l->epregs;
-	if (l->epregs)
-		l->epregs->lg_prev = r;
-	l->epregs = r;
-}
-
-static void lg_leave(struct usmc_epreg *r)
-{
-	struct usmc_lgr *l = r->bell_lg;
-
-	if (!l)
-		return;
-	if (r->lg_prev)
-		r->lg_prev->lg_next = r->lg_next;
-	else
-		l->epregs = r->lg_next;
-	if (r->lg_next)
-		r->lg_next->lg_prev = r->lg_prev;
-	r->bell_lg = NULL;
-	r->lg_next = r->lg_prev = NULL;
-	usmc_lgr_put(l);
-}
-
 /* The record of r's instance that holds the link group's doorbell entry
  * (for the doorbell open now: one closed by a shed took its entries along,
  * r->bell_gen tells). */
@@ -251,12 +217,14 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	 * admits only IN/OUT/ET (FIN still shows as EPOLLIN). */
 	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING) || sk_mode(r->sk) == USMC_MODE_MIGRATING;
 	ev.events = EPOLLIN | EPOLLET | (r->tcp_out ? EPOLLOUT : 0) | (excl ? excl : EPOLLRDHUP);
+	if (r->tcp_out)
+		ep_sleep_order(r->ep);
 	ev.data.u64 = ep_tag(r, EP_TAG_TCP);
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
 	if (rc)
 		return -errno;
 	ep_alias_drop(r->ep, r->fd);
-	lg_join(r);
+	ep_lg_join(r);
 	if (!sibling_bell(r)) {
 		/* Never EPOLLEXCLUSIVE: the doorbell is the link group's, and
 		 * an exclusive entry would wake one instance for another's
@@ -268,7 +236,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 		    (errno != EEXIST || real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->sk->bell_own, &ev))) {
 			rc = -errno;
 			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->fd, &ev);
-			lg_leave(r);
+			ep_lg_leave(r);
 			return rc;
 		}
 		r->bell = true;
@@ -295,7 +263,7 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 
 	if (!r->bell || !l) {
 		r->bell = false;
-		lg_leave(r);
+		ep_lg_leave(r);
 		return;
 	}
 	r->bell = false;
@@ -318,7 +286,7 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 	} else {
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, bell, &ev);
 	}
-	lg_leave(r);
+	ep_lg_leave(r);
 }
 
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
@@ -347,6 +315,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 		ev.data.u64 = r->data;
 		if (!ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev))
 			r->undecided = false;
+		ep_sleep_check(r);
 		return;
 	}
 	if (ep_want_translated(r->sk) == r->translated)
@@ -366,6 +335,7 @@ void ep_reg_sync(struct usmc_epreg *r)
 	ev.events = r->events;
 	ev.data.u64 = r->data;
 	ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev);
+	ep_sleep_check(r);
 }
 
 /* epoll descriptor numbers per instance, to find epfd from a record. */
@@ -392,8 +362,10 @@ void usmc_epoll_after_fork(void)
 	struct ep_fdlist *e;
 
 	pthread_mutex_init(&ep_lock, NULL);
-	for (e = ep_fds; e; e = e->next)
+	for (e = ep_fds; e; e = e->next) {
 		e->ep->waiters = 0;
+		ep_sleep_after_fork(e->ep);
+	}
 }
 
 static struct usmc_ep *ep_create(int epfd)
@@ -456,7 +428,7 @@ static void reg_unlink(struct usmc_epreg *r)
 	}
 	if (r->translated)
 		r->ep->ntranslated--;
-	lg_leave(r);
+	ep_lg_leave(r);
 	ep_reg_release(r);
 }
 
@@ -639,14 +611,17 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		/* Watched from outside: the kernel must see its readiness, so
 		 * its doorbells stay armed whenever control leaves it. */
 		inner->nested = true;
+		ep_sleep_order(inner);
 		for (q = inner->regs; q; q = q->ep_next)
 			q->sk->in_nested = true;
 		ep_arm_all(inner);
 		ep_selfev_update(inner, fd);
 	}
 	if (!sk || (sk->kind != SK_TCP && sk->kind != SK_CONN)) {
-		if (ep && op == EPOLL_CTL_ADD)
+		if (ep && op == EPOLL_CTL_ADD) {
 			ep->nforeign++;
+			ep_sleep_order(ep);
+		}
 		else if (ep && op == EPOLL_CTL_DEL && ep->nforeign > 0)
 			ep->nforeign--;
 		/* Data that looks like our tags, or an entry that has an alias. */
@@ -722,6 +697,7 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		sk->epregs = r;
 		if (ep->nested)
 			sk->in_nested = true;
+		ep_sleep_check(r);
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r) {

@@ -33,6 +33,26 @@ static void due_push(struct ep_due *due, int n)
 		ep_ready_push(due[i].r);
 }
 
+/* s is due if a kick answered its arm: into due[] (flushed in kick order
+ * when full). */
+static void due_add(struct usmc_epreg *s, struct ep_due *due, int *n)
+{
+	uint64_t at;
+
+	if (!s->armed || !s->translated)
+		return;
+	at = usmc_rung_since(s->sk, s->arm_what, s->arm_seq);
+	if (!at)
+		return;
+	if (*n == EP_BELL_BATCH) {
+		due_push(due, *n);
+		*n = 0;
+	}
+	due[*n].at = at;
+	due[*n].r = s;
+	(*n)++;
+}
+
 /*
  * The link group's doorbell rang: its armed records in this instance whose
  * arm a ring answered are due, in the order the rings were sent (the
@@ -45,20 +65,22 @@ void ep_bell_event(struct usmc_ep *ep, struct usmc_lgr *l)
 	struct usmc_epreg *s;
 	int n = 0;
 
-	for (s = l ? l->epregs : NULL; s; s = s->lg_next) {
-		uint64_t at;
+	for (s = l ? l->epregs : NULL; s; s = s->lg_next)
+		if (s->ep == ep)
+			due_add(s, due, &n);
+	due_push(due, n);
+}
 
-		if (s->ep != ep || !s->armed || !s->translated)
-			continue;
-		at = usmc_rung_since(s->sk, s->arm_what, s->arm_seq);
-		if (!at)
-			continue;
-		if (n == EP_BELL_BATCH) {
-			due_push(due, n);
-			n = 0;
-		}
-		due[n].at = at;
-		due[n++].r = s;
-	}
+/* Armed records of ep whose arm a kick answered, whether it rang or was
+ * spared (wait.c), in the order of the kicks.  Caller holds ep_lock. */
+void ep_due_answered(struct usmc_ep *ep)
+{
+	struct ep_due due[EP_BELL_BATCH];
+	struct usmc_epreg *s;
+	int n = 0;
+
+	for (s = ep->regs; s; s = s->ep_next)
+		if (!s->disabled && !s->on_ready)
+			due_add(s, due, &n);
 	due_push(due, n);
 }

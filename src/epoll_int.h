@@ -65,11 +65,20 @@ struct usmc_epreg {
 	struct usmc_epreg *ep_next, *ep_prev;
 	struct usmc_epreg *sk_next;
 	struct usmc_lgr *bell_lg;	/* translated: on this link group's list */
+	struct ep_lg *eplg;		/* ... and the instance's entry for it (epoll_sleep.c) */
 	struct usmc_epreg *lg_next, *lg_prev;
 	struct usmc_epreg *ready_next;
 	struct usmc_epreg *watch_next;
 	struct usmc_epreg *free_next;
 } __attribute__((aligned(8)));
+
+/* A link group records of an instance use (epoll_sleep.c). */
+struct ep_lg {
+	struct usmc_lgr *l;
+	uint32_t records;		/* records of the instance on it */
+	bool counted;			/* in its side's sleepers word */
+	struct ep_lg *next;
+};
 
 struct usmc_ep {
 	int refs;			/* descriptors referring to this instance */
@@ -91,6 +100,9 @@ struct usmc_ep {
 	bool closed;			/* last descriptor closed: freed by the last waiter */
 	int wake;			/* eventfd (EPOLLET, EP_TAG_SELF): wakes a sleeper */
 	struct ep_alias *aliases;	/* the program's entries with tag-like data */
+	struct ep_lg *lgs;		/* link groups its records use */
+	int sleeping;			/* threads about to sleep or asleep */
+	bool ordered;			/* counts asleep all the time (epoll_sleep.c) */
 };
 
 extern pthread_mutex_t ep_lock;
@@ -143,6 +155,16 @@ int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, boo
 /* epoll_bell.c: l's doorbell rang in ep (caller holds ep_lock). */
 struct usmc_lgr;
 void ep_bell_event(struct usmc_ep *ep, struct usmc_lgr *l);
+/* ... the armed records a kick answered, rung or spared, in kick order. */
+void ep_due_answered(struct usmc_ep *ep);
+/* epoll_sleep.c: the link groups an instance sleeps on (ep_lock held). */
+void ep_lg_join(struct usmc_epreg *r);
+void ep_lg_leave(struct usmc_epreg *r);
+void ep_sleep_enter(struct usmc_ep *ep);
+void ep_sleep_exit(struct usmc_ep *ep);
+void ep_sleep_after_fork(struct usmc_ep *ep);
+void ep_sleep_order(struct usmc_ep *ep);
+void ep_sleep_check(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 
 #endif

@@ -238,15 +238,19 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 	return n;
 }
 
-/* Every due record not on a ready list yet, in registration order: they
- * turned ready while nobody could tell in which order.  An armed one only
- * if armed_too: its news rang its doorbell, which the kernel reports in
- * order, unless the kernel had no more events for us (the doorbell is not
- * in yet, or lost).  Caller holds ep_lock. */
+/* Every due record not on a ready list yet.  An armed one only if
+ * armed_too: its news rang its doorbell, which the kernel reports in order,
+ * unless the kernel had no more events for us (the doorbell is not in yet,
+ * or the ring was spared: we were awake, wait.c); those a kick answered
+ * first, in the order of the kicks, then the rest in registration order:
+ * they turned ready while nobody could tell in which order.  Caller holds
+ * ep_lock. */
 static void push_due(struct usmc_ep *ep, bool armed_too)
 {
 	struct usmc_epreg *r;
 
+	if (armed_too)
+		ep_due_answered(ep);
 	for (r = ep->regs; r; r = r->ep_next)
 		if (r->translated && !r->disabled && !r->on_ready && (armed_too || !r->armed) &&
 		    ep_reg_due(r))
@@ -384,6 +388,7 @@ void usmc_epoll_mark_nested(int epfd)
 	ep = ep_lookup(epfd);
 	if (ep && !ep->nested) {
 		ep->nested = true;
+		ep_sleep_order(ep);
 		ep_arm_all(ep);
 		ep_selfev_update(ep, epfd);
 	}
@@ -411,8 +416,10 @@ static void ep_resync(struct usmc_ep *ep)
 			int epfd = ep_fd_of(ep);
 
 			if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE) &&
-			    !real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev))
+			    !real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev)) {
 				r->tcp_out = true;
+				ep_sleep_order(ep);
+			}
 			ep_ready_push(r);
 		}
 	}
@@ -651,7 +658,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0;
-		bool hit = false, pending = false, inplace;
+		bool hit = false, pending = false, inplace, sleeping = false;
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
@@ -660,16 +667,30 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		k = 0;
 		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
 			k = ep_spin(ep, epfd, kev, room, &hit);
-			if (!hit && !k && ep_arm_all_pending(ep, &pending))
-				n = collect(ep, false, events, maxevents, call);
+			if (!hit && !k) {
+				/* Counted asleep before the last look (epoll_sleep.c). */
+				ep_sleep_enter(ep);
+				sleeping = true;
+				if (ep_arm_all_pending(ep, &pending))
+					n = collect(ep, false, events, maxevents, call);
+			}
 		}
 		/* Ready already (or news seen: the doorbells rung meanwhile say
 		 * in which order): only look at the kernel. */
 		if (n || k || hit || pending || ep->again || room <= 0)
 			kt = 0;
+		/* Asleep with nothing armed: records another thread adds
+		 * meanwhile count us asleep (ep_fresh_wake). */
+		if (kt && !sleeping) {
+			ep_sleep_enter(ep);
+			sleeping = true;
+		}
 		ep_selfev_update(ep, epfd);
-		if (room <= 0 || ep->closed)
+		if (room <= 0 || ep->closed) {
+			if (sleeping)
+				ep_sleep_exit(ep);
 			break;
+		}
 		/* No records: the kernel writes the program's array (as many
 		 * events as it asked for), ours are taken out after. */
 		inplace = !ep->regs && !n && !k;
@@ -685,6 +706,8 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		}
 		rc = k < 0 ? -errno : 0;
 		pthread_mutex_lock(&ep_lock);
+		if (sleeping)
+			ep_sleep_exit(ep);
 		if (rc) {
 			if (n)
 				rc = 0;

@@ -28,6 +28,7 @@
 struct pent {
 	int idx;			/* index in the application's array */
 	struct usmc_sock *sk;
+	int counted;			/* what usmc_wait_count() counted for the sleep */
 };
 
 static short app_mask(short events)
@@ -177,6 +178,7 @@ restart:
 		}
 		ent[nent].idx = (int)j;
 		ent[nent].sk = sk;
+		ent[nent].counted = 0;
 		nent++;
 	}
 	if (!nent) {
@@ -272,7 +274,10 @@ restart:
 						usmc_waitset_watch(level, sk->lgr, sk->bell_own)))
 					ws = -1;
 				usmc_tx_idle_check(sk);	/* going to sleep: tx_backing.c */
-				if (usmc_arm(sk, what ? what : USMC_WAIT_RX)) {
+				what = what ? what : USMC_WAIT_RX;
+				usmc_wait_count(sk, what, 1);
+				ent[i].counted = what;
+				if (usmc_arm(sk, what)) {
 					p->revents = usmc_poll_revents(sk, p->fd, p->events);
 					if (p->revents)
 						ready++;
@@ -315,6 +320,11 @@ restart:
 		}
 		if (rc < 0)
 			rc = -errno;
+		for (i = 0; i < nent; i++)
+			if (ent[i].counted) {
+				usmc_wait_count(ent[i].sk, ent[i].counted, -1);
+				ent[i].counted = 0;
+			}
 		if (ws >= 0 && !ready && rc > 0 && kfds[nk - 1].revents)
 			usmc_waitset_clear(level);
 		/* A handler's poll sharing the instance of the wait it

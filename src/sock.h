@@ -538,6 +538,8 @@ void usmc_kick_space(struct usmc_sock *sk);
 bool usmc_arm(struct usmc_sock *sk, int what);
 /* The same; seq: what to give usmc_rung_since() for this arm. */
 bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3]);
+/* A wait on sk sleeps (delta 1) or is done (-1): kicks for its arms ring. */
+void usmc_wait_count(struct usmc_sock *sk, int what, int delta);
 /* Did a ring answer that arm (epoll: which connection a shared doorbell
  * woke)?  0: no, else when it was sent (CLOCK_MONOTONIC ns, 1: ours). */
 uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3]);

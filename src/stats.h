@@ -59,6 +59,7 @@ struct usmc_counters {
 	_Atomic uint64_t tx_size_hist[USMC_SIZE_HIST];	/* tx_calls by bytes sent */
 	_Atomic uint64_t rx_size_hist[USMC_SIZE_HIST];	/* rx_calls by bytes received */
 	_Atomic uint64_t ring_given_back;	/* ring bytes idle connections gave back (tx_backing.c) */
+	_Atomic uint64_t doorbells_spared;	/* arms answered without a ring: the peer was awake */
 	/* New counters go here, last, and into NCOUNTERS (stats.c). */
 } __cacheline;
 

@@ -11,8 +11,18 @@
  * and the TCP socket (FIN/RST there means the peer is gone).
  *
  * Arm/kick protocol (pairs of full fences, see cdc.h):
- *   waiter: armed++; fence; re-check; sleep
- *   kicker: publish cursor; fence; if (armed != rung) { rung = armed; ring }
+ *   waiter: sleepers++; armed++; fence; re-check; sleep; sleepers--
+ *   kicker: publish cursor; fence;
+ *           if (armed != rung) { rung = armed; if (sleepers) ring }
+ * An arm outlives the sleep it was made for (epoll keeps records armed
+ * across calls), so the kicker rings only while a waiter of the other side
+ * sleeps where only a ring wakes it: one blocked on this connection
+ * (usmc_wait, poll: the waiting word of the line that holds the arm) or an
+ * epoll instance on the link group (its side's word, lgr.h).  Either the
+ * sleeper's re-check sees the cursor or the kicker sees the count; a kick
+ * that finds nobody asleep still publishes what it answered (rung, with
+ * its time), so a waiter that looks instead of sleeping sees the news and
+ * its order, and costs the kicker no system call (doorbells_spared).
  * The doorbell is the link group's, one per side for all its slots: the
  * kicker also publishes the armed value it rang for in its own line
  * (data_rung, space_rung), so that an epoll instance woken by the shared
@@ -150,6 +160,19 @@ static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t 
 			return;
 }
 
+/* After a kick's fence: does a waiter of the peer sleep where only our
+ * ring wakes it?  waiting: the peer's word in the line that holds its arm. */
+static void kick_ring(struct usmc_sock *sk, _Atomic uint32_t *waiting)
+{
+	if (LOAD_RELAXED(waiting) ||
+	    LOAD_RELAXED(usmc_lgr_sleepers(sk->lgr, usmc_lgr_side(sk->lgr) ^ 1))) {
+		sk->lgr->dev->signal(sk->bell_peer);
+		STAT_INC(doorbells);
+	} else {
+		STAT_INC(doorbells_spared);
+	}
+}
+
 void usmc_kick_data(struct usmc_sock *sk)
 {
 	uint32_t armed;
@@ -159,8 +182,7 @@ void usmc_kick_data(struct usmc_sock *sk)
 	if (armed != sk->sh->data_rung) {
 		sk->sh->data_rung = armed;
 		rung_publish(&sk->tx_p->data_rung, &sk->tx_p->data_rung_ns, armed);
-		sk->lgr->dev->signal(sk->bell_peer);
-		STAT_INC(doorbells);
+		kick_ring(sk, &sk->tx_c->waiting);
 	}
 }
 
@@ -173,9 +195,24 @@ void usmc_kick_space(struct usmc_sock *sk)
 	if (armed != sk->sh->space_rung) {
 		sk->sh->space_rung = armed;
 		rung_publish(&sk->rx_c->space_rung, &sk->rx_c->space_rung_ns, armed);
-		sk->lgr->dev->signal(sk->bell_peer);
-		STAT_INC(doorbells);
+		kick_ring(sk, &sk->rx_p->waiting);
 	}
+}
+
+/*
+ * A wait on sk (usmc_wait, poll) goes to sleep (delta 1) or is done (-1):
+ * count it in the waiting word of each line that holds one of its arms,
+ * before the arm's fence, so that a kick after the re-check rings (see
+ * above).  Our own lines: they stay mapped while the connection does.
+ */
+void usmc_wait_count(struct usmc_sock *sk, int what, int delta)
+{
+	if (!sk->lgr || !sk->rx_c || !sk->tx_p)
+		return;
+	if (what & USMC_WAIT_RX)
+		atomic_fetch_add(&sk->rx_c->waiting, (uint32_t)delta);
+	if (what & USMC_WAIT_TX)
+		atomic_fetch_add(&sk->tx_p->waiting, (uint32_t)delta);
 }
 
 void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
@@ -558,7 +595,9 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 		ws = -1;
 	if (ws >= 0)
 		usmc_waitset_prune(level);
+	usmc_wait_count(sk, what, 1);
 	rc = usmc_arm(sk, what) ? 0 : wait_sleep(sk, fd, what, timeout_ms, level, ws);
+	usmc_wait_count(sk, what, -1);
 	/* A handler's wait on the instance of the wait it interrupted may
 	 * have taken that one's edge: make it look again. */
 	if (usmc_waitset_nested(level) && sk->bell_own >= 0)

@@ -270,6 +270,7 @@ TEXT_COUNTERS = (
      ("lgr_created", "lgr_attached", "dmbs_registered", "dmbs_reused")),
     (r"handshake: (\d+) late declines, (\d+) wake bytes", ("late_declines", "wake_bytes")),
     (r"rings: (\d+) bytes given back by idle connections", ("ring_given_back",)),
+    (r"doorbells: (\d+) spared \(the peer was awake\)", ("doorbells_spared",)),
 )
 
 
@@ -320,11 +321,13 @@ def test_stat_text_matches_json(rundir):
         # size histograms[8] (usmc.h: 26 fallback reasons).
         f.seek(totals + 8 * (nscalar + abort_max + 26 + 1 + 26 + 13 + 8 + 8))
         f.write(struct.pack("<Q", 4242))
+        f.write(struct.pack("<Q", 4343))     # doorbells_spared, right after
     st = rundir.stat()
     check_stat_json(st, rundir)
     # The layout assumed above is the real one: JSON shows what was written.
     assert {f: st[f] for f in COUNTER_FIELDS} == want, h.fmt_stat(st)
     assert st["ring_given_back"] == 4242, h.fmt_stat(st)
+    assert st["doorbells_spared"] == 4343, h.fmt_stat(st)
     assert sorted(st["aborts"].values()) == sorted(aborts.values()), st["aborts"]
     assert sorted(st["tcp_fallback"].values()) == sorted(fallback.values()), st["tcp_fallback"]
 
@@ -334,6 +337,8 @@ def test_stat_text_matches_json(rundir):
         if f in got:
             assert got[f] == st[f], (f, got[f], st[f], text)
     assert got.get("ring_given_back") == 4242, text
-    assert set(got) == set(COUNTER_FIELDS) | {"tcp_fallback", "aborts", "ring_given_back"}, text
+    assert got.get("doorbells_spared") == 4343, text
+    assert set(got) == set(COUNTER_FIELDS) | {"tcp_fallback", "aborts", "ring_given_back",
+                                              "doorbells_spared"}, text
     assert got["tcp_fallback"] == st["tcp_fallback"], text
     assert got["aborts"] == st["aborts"], text
