@@ -77,6 +77,7 @@ struct ep_lg {
 	struct usmc_lgr *l;
 	uint32_t records;		/* records of the instance on it */
 	bool counted;			/* in its side's sleepers word */
+	uint32_t spared_seen;		/* its side's spared count when last looked at */
 	struct ep_lg *next;
 };
 
@@ -164,6 +165,7 @@ void ep_sleep_enter(struct usmc_ep *ep);
 void ep_sleep_exit(struct usmc_ep *ep);
 void ep_sleep_after_fork(struct usmc_ep *ep);
 void ep_sleep_order(struct usmc_ep *ep);
+void ep_spared_scan(struct usmc_ep *ep);
 void ep_sleep_check(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 

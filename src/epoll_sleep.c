@@ -71,6 +71,7 @@ void ep_lg_join(struct usmc_epreg *r)
 			return;
 		}
 		e->l = l;
+		e->spared_seen = LOAD_RELAXED(usmc_lgr_spared(l, usmc_lgr_side(l)));
 		e->next = ep->lgs;
 		ep->lgs = e;
 	}
@@ -171,6 +172,30 @@ void ep_sleep_check(struct usmc_epreg *r)
 {
 	if (!r->parked && !r->disabled && (!r->translated || r->undecided || r->tcp_out))
 		ep_sleep_order(r->ep);
+}
+
+/*
+ * Every call: a kick the peer spared (nobody of ours asleep) answered an
+ * arm that no doorbell will report, and an armed record is looked at only
+ * before a sleep.  The group's spared count says which groups to look at
+ * (acquire: pairs with the kicker's release after it published what it
+ * answered).  Also while ordered: a kick that loaded the count just
+ * before the instance counted itself may bump the spared count just after
+ * it looked.  A group nobody spares stays in our cache: a load each.
+ */
+void ep_spared_scan(struct usmc_ep *ep)
+{
+	struct ep_lg *e;
+	uint32_t v;
+
+	for (e = ep->lgs; e; e = e->next) {
+		v = atomic_load_explicit(usmc_lgr_spared(e->l, usmc_lgr_side(e->l)),
+					 memory_order_acquire);
+		if (v != e->spared_seen) {
+			e->spared_seen = v;
+			ep_bell_event(ep, e->l);
+		}
+	}
 }
 
 /* Fork child: the counts are the parent's, and so are its sleepers; an

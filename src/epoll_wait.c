@@ -662,6 +662,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
+		ep_spared_scan(ep);
 		n = collect(ep, false, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;

@@ -79,12 +79,15 @@ struct usmc_lgr {
 /*
  * Page 0 past the header: how many epoll instances of each side sleep on
  * its doorbell now (side 0 the owner's, the client's; 1 the server's).  A
- * side counts its own word (epoll.c), the other reads it before it rings
- * (wait.c): a word the peer scribbles only decides whether we ring the
- * peer.  Waits on one connection count in its own lines instead (cdc.h
- * waiting).
+ * side counts its own word (epoll_sleep.c), the other reads it before it
+ * rings (wait.c): a word the peer scribbles only decides whether we ring
+ * the peer.  Waits on one connection count in its own lines instead (cdc.h
+ * waiting).  And, a line further each, the kicks the other side spared
+ * because nobody of this side slept: a doorbell in memory, which awake
+ * epoll instances look at on every call (epoll_sleep.c ep_spared_scan).
  */
 #define USMC_LGR_SLEEPERS_OFF	2048
+#define USMC_LGR_SPARED_OFF	2176
 
 static inline int usmc_lgr_side(const struct usmc_lgr *l)
 {
@@ -94,6 +97,11 @@ static inline int usmc_lgr_side(const struct usmc_lgr *l)
 static inline _Atomic uint32_t *usmc_lgr_sleepers(struct usmc_lgr *l, int side)
 {
 	return (_Atomic uint32_t *)(l->base + USMC_LGR_SLEEPERS_OFF + (size_t)(side & 1) * 64);
+}
+
+static inline _Atomic uint32_t *usmc_lgr_spared(struct usmc_lgr *l, int side)
+{
+	return (_Atomic uint32_t *)(l->base + USMC_LGR_SPARED_OFF + (size_t)(side & 1) * 64);
 }
 
 static inline struct usmc_cdc_ctrl *usmc_lgr_ctrl(struct usmc_lgr *l, uint32_t slot)

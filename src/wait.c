@@ -22,7 +22,9 @@
  * sleeper's re-check sees the cursor or the kicker sees the count; a kick
  * that finds nobody asleep still publishes what it answered (rung, with
  * its time), so a waiter that looks instead of sleeping sees the news and
- * its order, and costs the kicker no system call (doorbells_spared).
+ * its order, and costs the kicker no system call (doorbells_spared); it
+ * bumps the group's spared count instead, which awake epoll instances look
+ * at on every call (their armed records are not looked at otherwise).
  * The doorbell is the link group's, one per side for all its slots: the
  * kicker also publishes the armed value it rang for in its own line
  * (data_rung, space_rung), so that an epoll instance woken by the shared
@@ -164,11 +166,15 @@ static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t 
  * ring wakes it?  waiting: the peer's word in the line that holds its arm. */
 static void kick_ring(struct usmc_sock *sk, _Atomic uint32_t *waiting)
 {
-	if (LOAD_RELAXED(waiting) ||
-	    LOAD_RELAXED(usmc_lgr_sleepers(sk->lgr, usmc_lgr_side(sk->lgr) ^ 1))) {
+	int peer = usmc_lgr_side(sk->lgr) ^ 1;
+
+	if (LOAD_RELAXED(waiting) || LOAD_RELAXED(usmc_lgr_sleepers(sk->lgr, peer))) {
 		sk->lgr->dev->signal(sk->bell_peer);
 		STAT_INC(doorbells);
 	} else {
+		/* After rung_publish: whoever sees the count sees what the
+		 * kick answered (epoll_sleep.c ep_spared_scan). */
+		atomic_fetch_add_explicit(usmc_lgr_spared(sk->lgr, peer), 1, memory_order_release);
 		STAT_INC(doorbells_spared);
 	}
 }
