@@ -26,8 +26,8 @@
 #define POLL_STACK	32
 
 struct pent {
-	int idx;			/* index in the application's array */
 	struct usmc_sock *sk;
+	int idx;			/* index in the application's array */
 	int counted;			/* what usmc_wait_count() counted for the sleep */
 };
 

@@ -47,7 +47,9 @@ static struct usmc_sock *sk;
 static struct usmc_lgr lg;
 static struct usmc_clc_ln *ln;	/* a proposing client withdraws here */
 static int mem_fd, src_fd, pipe_fd[2];
-static uint8_t base_dummy[64];
+/* The link group's page 0 (lgr.h): its sleepers and spared words, which
+ * a kick reads and bumps; the peer's sleepers word comes from the input. */
+static uint8_t base_dummy[4096] __attribute__((aligned(64)));
 static uint8_t src_data[MAX_RING * 2];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -183,7 +185,10 @@ static void conn_setup(struct conn *c, struct fz *f)
 	lg.ring_size = size;
 	lg.mem_fd = hdr & 0x40 ? -1 : mem_fd;	/* -1: backing fails (tmpfs full) */
 	lg.guard = -1;
+	memset(base_dummy, 0, sizeof(base_dummy));
 	lg.base = lg.dmb = base_dummy;
+	/* A peer asleep or awake: whether our kicks ring or are spared. */
+	STORE_RELAXED(usmc_lgr_sleepers(&lg, usmc_lgr_side(&lg) ^ 1), (hdr >> 7) & 1);
 	lg.ctrl = c->ctrl;
 	lg.refs = 1;
 
