@@ -114,21 +114,35 @@ void ep_lg_leave(struct usmc_epreg *r)
 	usmc_lgr_put(l);
 }
 
-void ep_sleep_enter(struct usmc_ep *ep)
+/* Count the instance in every group it does not count in yet, then the
+ * fence that pairs with the kick's (wait.c): our look after this sees its
+ * cursor, or it sees our count. */
+static void lgs_count_all(struct usmc_ep *ep)
 {
 	struct ep_lg *e;
 
-	if (ep->sleeping++ == 0)
-		for (e = ep->lgs; e; e = e->next)
-			if (!e->counted)
-				lg_count(e, 1);
-	/* Pairs with the kick's fence (wait.c): our look after this sees its
-	 * cursor, or it sees our count. */
+	for (e = ep->lgs; e; e = e->next)
+		if (!e->counted)
+			lg_count(e, 1);
 	FENCE(memory_order_seq_cst);
 }
 
-/* Does the kernel report anything to the program directly, whose order
- * against our records it decides (see above)? */
+void ep_sleep_enter(struct usmc_ep *ep)
+{
+	if (ep->sleeping++ == 0)
+		lgs_count_all(ep);
+	else
+		FENCE(memory_order_seq_cst);	/* counted already: the fence only */
+}
+
+/* Does the kernel report r's events to the program directly (plain TCP,
+ * undecided, a connect completing), in an order against our records only
+ * it knows (see above)? */
+static bool reg_needs_order(const struct usmc_epreg *r)
+{
+	return !r->parked && !r->disabled && (!r->translated || r->undecided || r->tcp_out);
+}
+
 static bool ep_needs_order(struct usmc_ep *ep)
 {
 	struct usmc_epreg *r;
@@ -136,7 +150,7 @@ static bool ep_needs_order(struct usmc_ep *ep)
 	if (ep->nested || ep->nforeign)
 		return true;
 	for (r = ep->regs; r; r = r->ep_next)
-		if (!r->parked && !r->disabled && (!r->translated || r->undecided || r->tcp_out))
+		if (reg_needs_order(r))
 			return true;
 	return false;
 }
@@ -157,20 +171,15 @@ void ep_sleep_exit(struct usmc_ep *ep)
 
 void ep_sleep_order(struct usmc_ep *ep)
 {
-	struct ep_lg *e;
-
 	if (ep->ordered)
 		return;
 	ep->ordered = true;
-	for (e = ep->lgs; e; e = e->next)
-		if (!e->counted)
-			lg_count(e, 1);
-	FENCE(memory_order_seq_cst);
+	lgs_count_all(ep);
 }
 
 void ep_sleep_check(struct usmc_epreg *r)
 {
-	if (!r->parked && !r->disabled && (!r->translated || r->undecided || r->tcp_out))
+	if (reg_needs_order(r))
 		ep_sleep_order(r->ep);
 }
 
