@@ -52,7 +52,8 @@ struct usmc_cdc_prod {			/* written by the sender only */
 	_Atomic uint32_t flags;		/* CDC_F_DONE | CDC_F_ABORT */
 	_Atomic uint32_t space_armed;	/* bumped when the sender sleeps for space */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the sender */
-	_Atomic uint32_t waiting;	/* hint: sender spinning/sleeping */
+	_Atomic uint32_t waiting;	/* waits of the sender asleep for room (wait.c
+					 * usmc_wait_count): the receiver rings while non-zero */
 	_Atomic uint64_t mig_from;	/* CDC_F_MIGFROM: our bytes from this cursor on go on TCP */
 	_Atomic uint32_t data_rung;	/* the receiver's data_armed we last rang for */
 	_Atomic uint64_t data_rung_ns;	/* ... when (CLOCK_MONOTONIC: epoll's ready order) */
@@ -69,7 +70,8 @@ struct usmc_cdc_cons {			/* written by the receiver only */
 	_Atomic uint32_t flags __cacheline;	/* CDC_F_CLOSED | CDC_F_ABORT */
 	_Atomic uint32_t data_armed;	/* bumped when the receiver sleeps for data */
 	_Atomic uint32_t cpu;		/* hint: last CPU of the receiver */
-	_Atomic uint32_t waiting;	/* hint: receiver spinning/sleeping */
+	_Atomic uint32_t waiting;	/* waits of the receiver asleep for data (wait.c
+					 * usmc_wait_count): the sender rings while non-zero */
 	_Atomic uint32_t rcvbuf;	/* SO_RCVBUF as the kernel reports it, bytes (CDC_F_RCVLIM);
 					 * untrusted: it only ever limits the sender's own use */
 	_Atomic uint32_t space_rung;	/* the sender's space_armed we last rang for */
