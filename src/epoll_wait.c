@@ -159,6 +159,20 @@ static int reg_what(struct usmc_epreg *r)
  */
 static _Atomic uint64_t wait_calls;
 
+/*
+ * The kernel takes a file's entries off every epoll instance when its last
+ * descriptor closes; ours go when that close gets ep_lock
+ * (usmc_epoll_forget), or later, when a call in progress on another thread
+ * drops the socket's last reference.  Meanwhile the record is reported no
+ * more: its number may name the application's next socket already (a
+ * multi-threaded proxy took a stale EPOLLRDHUP for a fresh client and
+ * closed it, haproxy_eof.sh).  Caller holds ep_lock.
+ */
+static bool reg_closed(const struct usmc_epreg *r)
+{
+	return unlikely(usmc_fd_peek(r->fd) != r->sk) && !usmc_sock_app_open(r->sk, -1);
+}
+
 static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
 		   uint64_t call)
 {
@@ -185,7 +199,7 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 			continue;
 		}
 		r->on_ready = r->on_again = false;
-		if (r->disabled || !r->translated)
+		if (r->disabled || !r->translated || reg_closed(r))
 			continue;
 		if (sk_flag(r->sk, SKF_CONNECTING)) {
 			/* Connect completion is a TCP event: the kernel entry
@@ -524,7 +538,7 @@ static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
 {
 	int fd = usmc_sock_live_fd(r->sk, r->fd);
 
-	if (!r->undecided || fd < 0)
+	if (!r->undecided || fd < 0 || reg_closed(r))
 		return false;
 	if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
 		usmc_server_resolve(r->sk, fd, false);

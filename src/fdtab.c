@@ -195,19 +195,31 @@ static void find_fd(int fd, struct usmc_sock *sk, void *arg)
 		c->fd = fd;
 }
 
-int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
+/* The caller holds sk (a reference, or ep_lock over a record of it), so a
+ * slot equal to sk is sk's: no reference needed, and none dropped (which
+ * could be another socket's last). */
+static int app_fd(struct usmc_sock *sk, int hint)
 {
 	struct find_ctx c = { sk, -1 };
 
-	/* The caller holds sk (a reference, or ep_lock over a record of it),
-	 * so a slot equal to sk is sk's: no reference needed, and none
-	 * dropped (which could be another socket's last). */
 	if (hint >= 0 && usmc_fd_peek(hint) == sk)
 		return hint;
-	/* The application closed (or reused) that number: find another, or
-	 * the duplicate that keeps the socket alive for calls in progress. */
 	usmc_fd_foreach(find_fd, &c);
-	return c.fd >= 0 ? c.fd : LOAD_RELAXED(&sk->held_fd);
+	return c.fd;
+}
+
+int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
+{
+	int fd = app_fd(sk, hint);
+
+	/* The application closed (or reused) that number and has no other:
+	 * the duplicate that keeps the socket alive for calls in progress. */
+	return fd >= 0 ? fd : LOAD_RELAXED(&sk->held_fd);
+}
+
+bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
+{
+	return app_fd(sk, hint) >= 0;
 }
 
 static unsigned int fork_gen;

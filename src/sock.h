@@ -421,6 +421,9 @@ static inline void usmc_sock_put(struct usmc_sock *sk)
 }
 /* A descriptor that still refers to sk: hint if it does, else any, or -1. */
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
+/* Whether one of the application's descriptors still refers to sk (hint
+ * first); the duplicate held for calls in progress does not count. */
+bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
 void usmc_sock_release(struct usmc_sock *sk, int fd);
 void usmc_sock_detach_local(struct usmc_sock *sk);

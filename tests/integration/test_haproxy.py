@@ -130,38 +130,37 @@ def parse_wrk(text):
     raise AssertionError("no request count in wrk's output:\n" + text)
 
 
-# Known bug, not understood yet (tests/tools/haproxy_eof.sh reproduces it, one
-# run in five here, never over plain TCP): haproxy shuts down and closes a
-# healthy keep-alive client connection right after a normal response, and
-# wrk counts a read error.  xfail, not skip: it still runs, and XPASS shows.
-KEEPALIVE_EOF = pytest.mark.xfail(
-    reason="known: haproxy closes a keep-alive client connection under usmc "
-           "(tests/tools/haproxy_eof.sh)", strict=False)
-
-
+# Keep-alive runs wrk three times: haproxy's threads close server-side
+# connections (nginx ends one every 10 requests) while another thread waits
+# in epoll, and a stale EPOLLRDHUP reported for a number just closed reached
+# the client connection that took the number next: haproxy closed it and wrk
+# counted a read error, in about one run in three
+# (tests/tools/haproxy_eof.sh; t_epoll_mt close_inflight is the
+# deterministic case).
 @pytest.mark.timeout(180, method="signal")
-@pytest.mark.parametrize("close", [pytest.param(False, marks=KEEPALIVE_EOF, id="keepalive"),
-                                   pytest.param(True, id="close")])
+@pytest.mark.parametrize("close", [False, True], ids=["keepalive", "close"])
 def test_haproxy_wrk(rundir, procs, tmp_path, site, close):
     haproxy, nginx, port = start_pair(procs, rundir, tmp_path, site, True)
     extra = ["-H", "Connection: close"] if close else []
-    p = procs.run("wrk", ["wrk", "-t4", "-c50", "-d3s" if not close else "-d1s", *extra,
-                          "http://127.0.0.1:%d/index.html" % port], rundir.env(), timeout=60)
-    text = p.text()
-    n = parse_wrk(text)
-    msg = text + "\n" + diag(haproxy, nginx)
-    assert n > 0, msg
-    assert "Socket errors" not in text, msg
-    assert "Non-2xx" not in text, msg
+    n = 0
+    for _ in range(1 if close else 3):
+        p = procs.run("wrk", ["wrk", "-t4", "-c50", "-d3s" if not close else "-d1s", *extra,
+                              "http://127.0.0.1:%d/index.html" % port], rundir.env(), timeout=60)
+        text = p.text()
+        n += parse_wrk(text)
+        msg = text + "\n" + diag(haproxy, nginx)
+        assert parse_wrk(text) > 0, msg
+        assert "Socket errors" not in text, msg
+        assert "Non-2xx" not in text, msg
     # Still serving, byte-exact, after the load.
     out = tmp_path / "after.bin"
     procs.run("curl", ["curl", "-sS", "--fail", "-o", out,
                        "http://127.0.0.1:%d/big.bin" % port], rundir.env(), timeout=60)
     assert out.read_bytes() == (site / "big.bin").read_bytes(), msg
     assert haproxy.alive(), msg
-    # wrk: a probe connection, then 50 (keep-alive) or one per request;
-    # curl: one; haproxy -> nginx: at least one.
-    want = 53 if not close else n + 2
+    # wrk: a probe connection, then 50 (keep-alive, per run) or one per
+    # request; curl: one; haproxy -> nginx: at least one.
+    want = 3 * 51 + 2 if not close else n + 2
     st = rundir.settle(h.accel_pred(want))
     msg = text + "\n" + h.fmt_stat(st) + "\n" + diag(haproxy, nginx)
     assert st["tcp_fallback"] == {} and st["tcp_conns"] == 0, msg

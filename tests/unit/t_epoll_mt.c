@@ -18,8 +18,16 @@
  *                   waiter is in the kernel)
  *   churn_busy      the same with one more connection registered all along
  *                   (the set is never without an accelerated connection)
+ *   close_inflight  another thread is blocked in send() on a connection
+ *                   when the program closes it; its peer then half-closes:
+ *                   no event for the closed number (usmc only, below)
  *
- * Every check holds for plain TCP (USMC_DISABLE=1) as well.
+ * Every check holds for plain TCP (USMC_DISABLE=1) as well, but for
+ * close_inflight's last assertion: there the kernel's in-flight send()
+ * holds the file, and a file's epoll entries live as long as the file, so
+ * the kernel does report the stale number; usmc's record goes with the
+ * application's last descriptor (haproxy took such a stale EPOLLRDHUP for
+ * the fresh client that had the number meanwhile, tests/tools/haproxy_eof.sh).
  */
 #include "t_util.h"
 
@@ -279,6 +287,63 @@ static void check_churn_busy(void)
 	churn(true);
 }
 
+/* ---- a close while another thread is inside a call ------------------------ */
+
+struct inflight {
+	int fd;
+	atomic_bool entering;
+	ssize_t rc;
+	int err;
+};
+
+static void *send_blocked(void *arg)
+{
+	struct inflight *in = arg;
+
+	atomic_store(&in->entering, true);
+	in->rc = send(in->fd, "x", 1, MSG_NOSIGNAL);
+	in->err = errno;
+	return NULL;
+}
+
+static void check_close_inflight(void)
+{
+	struct epoll_event ev[8];
+	struct inflight in = { 0 };
+	char buf[65536];
+	pthread_t th;
+	int ep = ep_new(), c, s, n;
+
+	t_pair_smc(&c, &s);
+	ep_ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN | EPOLLRDHUP, 0xc105ed);
+	/* Fill s's way to c (c reads nothing): the next send blocks. */
+	t_set_nonblock(s, true);
+	while (send(s, buf, sizeof(buf), MSG_NOSIGNAL) > 0)
+		;
+	t_assert(errno == EAGAIN, "filling: %s", strerror(errno));
+	t_set_nonblock(s, false);
+	in.fd = s;
+	if (pthread_create(&th, NULL, send_blocked, &in))
+		t_fail("pthread_create");
+	while (!atomic_load(&in.entering))
+		sched_yield();
+	usleep(100 * 1000);	/* inside send(), asleep (sequencing only) */
+	close(s);
+	t_ok(shutdown(c, SHUT_WR));	/* s's record would turn IN|RDHUP */
+	n = epoll_wait(ep, ev, 8, 200);
+	t_assert(n >= 0, "epoll_wait: %s", strerror(errno));
+	if (t_accel())
+		t_assert(n == 0, "%d event(s) after close: data %#llx events %#x", n,
+			 (unsigned long long)ev[0].data.u64, ev[0].events);
+	else
+		t_info("close_inflight: the kernel reported %d event(s)", n);
+	close(c);	/* the blocked send fails: the peer is gone */
+	pthread_join(th, NULL);
+	t_assert(in.rc < 0 && (in.err == EPIPE || in.err == ECONNRESET),
+		 "blocked send: %zd %s", in.rc, strerror(in.err));
+	close(ep);
+}
+
 static const struct t_check checks[] = {
 	{ "late_add", check_late_add },
 	{ "late_add_data", check_late_add_data },
@@ -286,6 +351,7 @@ static const struct t_check checks[] = {
 	{ "mod_rearm", check_mod_rearm },
 	{ "churn", check_churn },
 	{ "churn_busy", check_churn_busy },
+	{ "close_inflight", check_close_inflight },
 };
 
 int main(int argc, char **argv)
