@@ -431,26 +431,22 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	return rc;
 }
 
-/* A non-blocking connect finished (poll/getsockopt saw it): settle it. */
-int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
+/*
+ * Settle a non-blocking connect from the TCP socket's readiness (revents:
+ * poll's, or an epoll event's for the socket's own entry, which are
+ * poll's bits at the time the kernel reported them).  POLLOUT without
+ * POLLERR is connected.  A failure (POLLERR) leaves the kernel's pending
+ * error where it is: the socket is plain TCP from here, and the
+ * application's SO_ERROR, send or recv takes the error from the kernel
+ * exactly once, and epoll and poll report EPOLLERR, as they would without
+ * us.
+ */
+static int connect_settle(struct usmc_sock *sk, int fd, unsigned int revents)
 {
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	int rc;
-
 	if (!sk_flag(sk, SKF_CONNECTING))
 		return 0;
-	/* One system call: POLLOUT without POLLERR is connected.  A failure
-	 * (POLLERR) leaves the kernel's pending error where it is: the socket
-	 * is plain TCP from here, and the application's SO_ERROR, send or
-	 * recv takes the error from the kernel exactly once, and epoll and
-	 * poll report EPOLLERR, as they would without us. */
-	rc = real.poll(&p, 1, 0);
-	if (rc < 0)
-		return -errno;
-	if (p.revents & POLLNVAL)
-		return -EBADF;	/* closed under us (another thread) */
-	if (!(p.revents & POLLERR)) {
-		if (!(p.revents & (POLLOUT | POLLHUP)))
+	if (!(revents & POLLERR)) {
+		if (!(revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
 		usmc_client_send_wake(sk, fd);
@@ -466,6 +462,20 @@ int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
 	}
 	pthread_mutex_unlock(&sk->lock);
 	return USMC_CONNECT_FAILED;
+}
+
+/* A non-blocking connect finished (poll/getsockopt saw it): settle it. */
+int usmc_sock_connect_done(struct usmc_sock *sk, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	if (!sk_flag(sk, SKF_CONNECTING))
+		return 0;
+	if (real.poll(&p, 1, 0) < 0)
+		return -errno;
+	if (p.revents & POLLNVAL)
+		return -EBADF;	/* closed under us (another thread) */
+	return connect_settle(sk, fd, (unsigned int)p.revents);
 }
 
 /*
@@ -547,13 +557,17 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 	return unlikely(sk_flag(sk, SKF_TCP_DUP)) ? usmc_migrate_skip_dup(sk, fd, nonblock) : 0;
 }
 
-void usmc_sock_refresh(struct usmc_sock *sk, int fd)
+void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 {
 	uint64_t ans;
 	char a[64];
 
-	if (sk_flag(sk, SKF_CONNECTING))
-		usmc_sock_connect_done(sk, fd);
+	if (sk_flag(sk, SKF_CONNECTING)) {
+		if (tcp_ev < 0)
+			usmc_sock_connect_done(sk, fd);
+		else
+			connect_settle(sk, fd, (unsigned int)tcp_ev);
+	}
 	if (sk->tx_c && unlikely(LOAD_RELAXED(&sk->tx_c->flags) & CDC_F_MIGRATE) &&
 	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED))
 		usmc_migrate_follow(sk, fd);
@@ -576,9 +590,11 @@ void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 		return;
 	ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
 	if (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) {
-		/* Unanswered: one look at TCP for a reset (costs a system
-		 * call per look until the server answers). */
-		usmc_sock_proposal_reset(sk, fd);
+		/* Unanswered: one look at TCP for a reset (a system call
+		 * per look until the server answers), unless the caller
+		 * knows what TCP says: then only if it says error. */
+		if (tcp_ev < 0 || (tcp_ev & (POLLERR | POLLHUP)))
+			usmc_sock_proposal_reset(sk, fd);
 		return;
 	}
 	pthread_mutex_lock(&sk->lock);

@@ -223,6 +223,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	rc = real.epoll_ctl(epfd, op, r->fd, &ev);
 	if (rc)
 		return -errno;
+	r->tcp_since = r->ep->harvests;
 	ep_alias_drop(r->ep, r->fd);
 	ep_lg_join(r);
 	if (!sibling_bell(r)) {

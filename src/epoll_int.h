@@ -59,6 +59,7 @@ struct usmc_epreg {
 	bool edge;			/* an event arrived since last reported (ET) */
 	uint64_t reported;		/* epoll_wait call that last reported it */
 	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
+	uint64_t tcp_since;		/* ep->harvests when the TCP entry went in */
 	uint64_t seen_prod;		/* peer's cursor when last reported (ET news) */
 	uint32_t seen_pflags, seen_cflags;	/* ... flags */
 	uint32_t seen_nospace;		/* sh->tx_nospace when EPOLLOUT last reported */
@@ -104,6 +105,10 @@ struct usmc_ep {
 	struct ep_lg *lgs;		/* link groups its records use */
 	int sleeping;			/* threads about to sleep or asleep */
 	bool ordered;			/* counts asleep all the time (epoll_sleep.c) */
+	/* Kernel waits begun, and the latest of them that emptied the
+	 * kernel's ready list (fewer events than room): a TCP entry added
+	 * before that one has no news the kernel has not told us. */
+	uint64_t harvests, harvest_quiet;
 };
 
 extern pthread_mutex_t ep_lock;

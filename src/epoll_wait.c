@@ -208,7 +208,12 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 			 * settles it and queues r again. */
 			continue;
 		}
-		usmc_sock_refresh(r->sk, r->fd);
+		/* What TCP says comes as kernel events (the socket's own
+		 * entry, edge-triggered): once a kernel wait begun after the
+		 * entry went in emptied the kernel's ready list, there is no
+		 * news the kernel has not given us (kernel_event); before,
+		 * look (a reset that came before the entry). */
+		usmc_sock_refresh_seen(r->sk, r->fd, ep->harvest_quiet > r->tcp_since ? 0 : -1);
 		if (!ep_want_translated(r->sk)) {
 			ep_reg_sync(r);
 			continue;
@@ -508,7 +513,7 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 		if (fd >= 0) {
 			if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
 				usmc_check_tcp(r->sk, fd);
-			usmc_sock_refresh(r->sk, fd);
+			usmc_sock_refresh_seen(r->sk, fd, (int)(kevents & ~EPOLLET));
 		}
 		ep_tcp_event(r);
 	}
@@ -671,7 +676,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	call = atomic_fetch_add(&wait_calls, 1) + 1;
 	for (;;) {
 		int kt = timeout, room;
-		uint64_t slept_ns = 0;
+		uint64_t slept_ns = 0, harvest;
 		bool hit = false, pending = false, inplace, sleeping = false;
 
 		ep_resync(ep);
@@ -709,6 +714,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		/* No records: the kernel writes the program's array (as many
 		 * events as it asked for), ours are taken out after. */
 		inplace = !ep->regs && !n && !k;
+		harvest = k ? 0 : ++ep->harvests;
 		pthread_mutex_unlock(&ep_lock);
 		if (!k) {
 			uint64_t t0 = kt ? usmc_now_ns() : 0;
@@ -721,6 +727,9 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		}
 		rc = k < 0 ? -errno : 0;
 		pthread_mutex_lock(&ep_lock);
+		if (harvest && k >= 0 && k < (inplace ? maxevents : room) &&
+		    harvest > ep->harvest_quiet)
+			ep->harvest_quiet = harvest;
 		if (sleeping)
 			ep_sleep_exit(ep);
 		if (rc) {

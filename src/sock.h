@@ -433,8 +433,15 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog);
 int usmc_sock_accept(struct usmc_sock *lsk, int fd, struct sockaddr *sa, socklen_t *salen,
 		     int flags);
-/* Look at the CLC answer / TCP state of a connection that is not final. */
-void usmc_sock_refresh(struct usmc_sock *sk, int fd);
+/* Look at the CLC answer / TCP state of a connection that is not final.
+ * tcp_ev: what the caller knows of the TCP socket's readiness without a
+ * system call, an epoll event's bits for the socket's own entry (0: no
+ * news since the last one), or -1 (unknown: poll asks the kernel). */
+void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev);
+static inline void usmc_sock_refresh(struct usmc_sock *sk, int fd)
+{
+	usmc_sock_refresh_seen(sk, fd, -1);
+}
 /* Server: settle an UNDECIDED connection.  decide: the application is about
  * to act (write, shutdown...): TCP unless a proposal is there.  Otherwise
  * only a proposal, TCP bytes or EOF settle it. */

@@ -135,6 +135,9 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* This thread's id without a system call after the first (util.c). */
+pid_t usmc_gettid(void);
+
 /*
  * Lock m unless that takes long: for descriptor shedding (shed.c), which
  * may run in a signal handler that interrupted this very thread inside m,
@@ -151,7 +154,7 @@ static inline bool usmc_lock_bounded(pthread_mutex_t *m)
 	for (i = 0; i < 256; i++) {
 		if (!pthread_mutex_trylock(m))
 			return true;
-		if (__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == gettid())
+		if (__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == usmc_gettid())
 			return false;
 		cpu_relax();
 	}

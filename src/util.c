@@ -212,6 +212,18 @@ void usmc_getpid_forget(void)
 	STORE_RELAXED(&self_pid, 0);
 }
 
+/* This thread's id, asked once per thread and process: a fork child's
+ * thread finds another pid beside its copy and asks again. */
+pid_t usmc_gettid(void)
+{
+	static __thread uint64_t self_tid __attribute__((tls_model("initial-exec")));
+	uint64_t pid = (uint32_t)usmc_getpid();
+
+	if (unlikely(self_tid >> 32 != pid))
+		self_tid = pid << 32 | (uint32_t)gettid();
+	return (pid_t)(uint32_t)self_tid;
+}
+
 int usmc_retry_check(struct usmc_retry *r)
 {
 	uint64_t until = LOAD_RELAXED(&r->until_ns);

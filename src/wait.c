@@ -335,7 +335,7 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
  * the wake byte holds it (usmc_tcp_skip_wake too). */
 static uint64_t look_me(void)
 {
-	return (uint64_t)(uint32_t)gettid() | (uint64_t)(uint32_t)usmc_getpid() << 32;
+	return (uint64_t)(uint32_t)usmc_gettid() | (uint64_t)(uint32_t)usmc_getpid() << 32;
 }
 
 bool usmc_tcp_look_mine(struct usmc_sock *sk)
