@@ -6,6 +6,7 @@
 #ifndef USMC_EPOLL_INT_H
 #define USMC_EPOLL_INT_H
 
+#include "epoll.h"
 #include "sock.h"
 
 #include <pthread.h>
@@ -34,6 +35,7 @@
 #define EP_SPIN_MAX	256	/* spin only over this many connections */
 #define EP_SPIN_MIN_NS	2000
 #define EP_MAXEV	256
+#define EP_HARVEST_NS	20000	/* ask the kernel at least this often while busy */
 
 struct usmc_epreg {
 	uint64_t magic;
@@ -109,6 +111,7 @@ struct usmc_ep {
 	 * kernel's ready list (fewer events than room): a TCP entry added
 	 * before that one has no news the kernel has not told us. */
 	uint64_t harvests, harvest_quiet;
+	uint64_t harvest_ns;		/* when a call last asked the kernel */
 };
 
 extern pthread_mutex_t ep_lock;
@@ -121,6 +124,17 @@ void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
 void ep_ready_remove(struct usmc_epreg *r);
 void ep_watch(struct usmc_epreg *r);
+/* epoll_wait.c */
+int ep_collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max, uint64_t call);
+bool ep_reg_closed(const struct usmc_epreg *r);
+/* epoll_kernel.c: the kernel's events; under ep_lock but ep_kernel_wait */
+int ep_kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
+		   const struct timespec *ts, const sigset_t *mask, enum usmc_epw how);
+int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
+		     struct epoll_event *out, int max, uint64_t call, uint64_t *slept_ns);
+int ep_kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
+			     uint64_t *slept_ns);
+bool ep_harvest_skip(struct usmc_ep *ep, int kt, bool ready);
 /* epoll_tag.c: the arena of records and aliases; under ep_lock */
 int ep_tags_init(void);
 struct usmc_epreg *ep_reg_alloc(void);

@@ -7,7 +7,7 @@
  * snapshot of the translated registrations for an adaptive budget, and
  * only then arms doorbells and sleeps in the real epoll_wait; kernel
  * events tagged with our records are translated back to the
- * application's events and data.
+ * application's events and data (epoll_kernel.c).
  *
  * Order: as the kernel's ready list, first come first served, as far as we
  * can tell.  Doorbells of armed records and the kernel's own events come in
@@ -168,12 +168,12 @@ static _Atomic uint64_t wait_calls;
  * multi-threaded proxy took a stale EPOLLRDHUP for a fresh client and
  * closed it, haproxy_eof.sh).  Caller holds ep_lock.
  */
-static bool reg_closed(const struct usmc_epreg *r)
+bool ep_reg_closed(const struct usmc_epreg *r)
 {
 	return unlikely(usmc_fd_peek(r->fd) != r->sk) && !usmc_sock_app_open(r->sk, -1);
 }
 
-static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
+int ep_collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
 		   uint64_t call)
 {
 	struct usmc_epreg **head = again ? &ep->again : &ep->ready;
@@ -199,7 +199,7 @@ static int collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int 
 			continue;
 		}
 		r->on_ready = r->on_again = false;
-		if (r->disabled || !r->translated || reg_closed(r))
+		if (r->disabled || !r->translated || ep_reg_closed(r))
 			continue;
 		if (sk_flag(r->sk, SKF_CONNECTING)) {
 			/* Connect completion is a TCP event: the kernel entry
@@ -482,165 +482,6 @@ static void ep_watch_scan(struct usmc_ep *ep)
 	}
 }
 
-/* The kernel's wait as the program called it (epoll_pwait2's timespec
- * when ts is given, else ms). */
-static int kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
-		       const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
-{
-	if (how == USMC_EPW_WAIT)
-		return real.epoll_wait(epfd, kev, room, ms);
-	if (how == USMC_EPW_PWAIT2 && ts)
-		return real.epoll_pwait2(epfd, kev, room, ts, mask);
-	return real.epoll_pwait(epfd, kev, room, ms, mask);
-}
-
-/*
- * Kernel event for one of ep's live records.  TCP: refresh what the entry
- * says and put every record of the socket in this instance on the ready
- * list (readiness comes from the rings).  Doorbell (one per link group,
- * shared by its connections): the group's armed records in this instance
- * whose arm a ring answered.  Caller holds ep_lock.
- */
-static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int tag,
-			 uint32_t kevents, uint64_t *slept_ns)
-{
-	struct usmc_epreg *s;
-
-	if (tag == EP_TAG_TCP) {
-		int fd = usmc_sock_live_fd(r->sk, r->fd);
-
-		/* EPOLLOUT alone (connect completed): nothing to read, no peek. */
-		if (fd >= 0) {
-			if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
-				usmc_check_tcp(r->sk, fd);
-			usmc_sock_refresh_seen(r->sk, fd, (int)(kevents & ~EPOLLET));
-		}
-		ep_tcp_event(r);
-	}
-	/* Woken by a peer soon after falling asleep: a longer spin would
-	 * have caught it. */
-	if (*slept_ns && *slept_ns < (uint64_t)usmc_opt.spin_us * 1000) {
-		ep_spin_feedback(ep, true, *slept_ns);
-		*slept_ns = 0;
-	}
-	if (tag == EP_TAG_TCP) {
-		for (s = r->sk->epregs; s; s = s->sk_next)
-			if (s->ep == ep && s->translated)
-				ep_ready_push(s);
-		return;
-	}
-	ep_bell_event(ep, r->bell_lg);
-}
-
-/*
- * Kernel event on an undecided server connection's entry (the program's
- * events, our tag): news on TCP may be the client's wake byte, so settle
- * the connection first.  Still undecided: the event is the program's, as
- * the kernel gave it (true).  Settled: the record follows the connection's
- * path, and what is ready is reported from there.  Caller holds ep_lock.
- */
-static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
-{
-	int fd = usmc_sock_live_fd(r->sk, r->fd);
-
-	if (!r->undecided || fd < 0 || reg_closed(r))
-		return false;
-	if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
-		usmc_server_resolve(r->sk, fd, false);
-	if (ep_want_undecided(r->sk))
-		return true;
-	ep_reg_sync(r);
-	return false;
-}
-
-/* Program-visible event from the kernel, or one of ours to translate? */
-static bool kernel_direct(uint64_t data)
-{
-	return !ep_data_ours(data) || ep_tag_is_alias(data) || (data & 3) == EP_TAG_UND;
-}
-
-/*
- * The kernel's events, in the kernel's order (first come, first served):
- * records an event of ours puts on the ready list are reported before the
- * next event the program gets as the kernel gave it.  Those always fit
- * (k <= max: room was taken before the wait).  Returns the number written
- * to out.  Caller holds ep_lock.
- */
-static int kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
-			 struct epoll_event *out, int max, uint64_t call, uint64_t *slept_ns)
-{
-	int i, n = 0, direct = 0;
-
-	for (i = 0; i < k; i++)
-		direct += kernel_direct(kev[i].data.u64);
-	for (i = 0; i < k; i++) {
-		unsigned int tag = 0;
-		struct usmc_epreg *r = ep_reg_from_data(kev[i].data.u64, ep, &tag);
-
-		if (kernel_direct(kev[i].data.u64)) {
-			direct--;
-			n += collect(ep, false, out + n, max - n - direct - 1, call);
-			uint64_t prog;
-
-			if (!r && !ep_data_ours(kev[i].data.u64)) {
-				out[n++] = kev[i];
-			} else if (ep_tag_is_alias(kev[i].data.u64)) {
-				if (ep_alias_event(ep, kev[i].data.u64, &prog)) {
-					out[n].events = kev[i].events;
-					out[n++].data.u64 = prog;
-				}
-			} else if (r && undecided_event(r, kev[i].events)) {
-				out[n].events = kev[i].events;
-				out[n++].data.u64 = r->data;
-			}
-		} else if (r) {
-			kernel_event(ep, r, tag, kev[i].events, slept_ns);
-		}
-	}
-	return n;
-}
-
-/*
- * The same for a wait into the program's own array, made while the
- * instance had no records (nothing of ours to order against): ours are
- * taken out in place, records they name (added meanwhile) reported after.
- */
-static int kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
-				 uint64_t *slept_ns)
-{
-	int i, m = 0;
-
-	for (i = 0; i < k; i++) {
-		struct epoll_event e = ev[i];
-		unsigned int tag = 0;
-		struct usmc_epreg *r;
-
-		if (!ep_data_ours(e.data.u64)) {
-			ev[m++] = e;
-			continue;
-		}
-		if (ep_tag_is_alias(e.data.u64)) {
-			uint64_t prog;
-
-			if (ep_alias_event(ep, e.data.u64, &prog)) {
-				ev[m].events = e.events;
-				ev[m++].data.u64 = prog;
-			}
-			continue;
-		}
-		r = ep_reg_from_data(e.data.u64, ep, &tag);
-		if (r && tag == EP_TAG_UND) {
-			if (undecided_event(r, e.events)) {
-				ev[m].events = e.events;
-				ev[m++].data.u64 = r->data;
-			}
-		} else if (r) {
-			kernel_event(ep, r, tag, e.events, slept_ns);
-		}
-	}
-	return m;
-}
-
 /*
  * Every epoll_wait on an instance we know, with or without shared-memory
  * connections in it (another thread may add one while this one sleeps in
@@ -659,7 +500,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	int n = 0, k, rc = 0;
 
 	if (maxevents <= 0) {
-		k = kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
+		k = ep_kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
 		return k < 0 ? -errno : k;
 	}
 	pthread_mutex_lock(&ep_lock);
@@ -667,7 +508,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	if (!ep) {
 		/* Not an epoll instance of ours: it holds none of our entries. */
 		pthread_mutex_unlock(&ep_lock);
-		k = kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
+		k = ep_kernel_wait(epfd, events, maxevents, timeout, ts, mask, how);
 		return k < 0 ? -errno : k;
 	}
 	ep->waiters++;
@@ -677,12 +518,12 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 	for (;;) {
 		int kt = timeout, room;
 		uint64_t slept_ns = 0, harvest;
-		bool hit = false, pending = false, inplace, sleeping = false;
+		bool hit = false, pending = false, inplace, sleeping = false, skip;
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
 		ep_spared_scan(ep);
-		n = collect(ep, false, events, maxevents, call);
+		n = ep_collect(ep, false, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
 		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
@@ -692,7 +533,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 				ep_sleep_enter(ep);
 				sleeping = true;
 				if (ep_arm_all_pending(ep, &pending))
-					n = collect(ep, false, events, maxevents, call);
+					n = ep_collect(ep, false, events, maxevents, call);
 			}
 		}
 		/* Ready already (or news seen: the doorbells rung meanwhile say
@@ -714,12 +555,13 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		/* No records: the kernel writes the program's array (as many
 		 * events as it asked for), ours are taken out after. */
 		inplace = !ep->regs && !n && !k;
-		harvest = k ? 0 : ++ep->harvests;
+		skip = ep_harvest_skip(ep, kt, n || hit || pending || ep->again);
+		harvest = k || skip ? 0 : ++ep->harvests;
 		pthread_mutex_unlock(&ep_lock);
-		if (!k) {
+		if (!k && !skip) {
 			uint64_t t0 = kt ? usmc_now_ns() : 0;
 
-			k = kernel_wait(epfd, inplace ? events : kev, inplace ? maxevents : room, kt,
+			k = ep_kernel_wait(epfd, inplace ? events : kev, inplace ? maxevents : room, kt,
 					exact && kt == timeout ? ts : NULL, mask, how);
 			exact = false;
 			if (kt && k > 0)
@@ -727,9 +569,11 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		}
 		rc = k < 0 ? -errno : 0;
 		pthread_mutex_lock(&ep_lock);
-		if (harvest && k >= 0 && k < (inplace ? maxevents : room) &&
-		    harvest > ep->harvest_quiet)
-			ep->harvest_quiet = harvest;
+		if (harvest) {
+			ep->harvest_ns = usmc_now_ns();
+			if (k >= 0 && k < (inplace ? maxevents : room) && harvest > ep->harvest_quiet)
+				ep->harvest_quiet = harvest;
+		}
 		if (sleeping)
 			ep_sleep_exit(ep);
 		if (rc) {
@@ -738,15 +582,15 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			break;
 		}
 		if (inplace)
-			n = kernel_events_inplace(ep, events, k, &slept_ns);
+			n = ep_kernel_events_inplace(ep, events, k, &slept_ns);
 		else
-			n += kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
+			n += ep_kernel_events(ep, kev, k, events + n, maxevents - n, call, &slept_ns);
 		if (ep->closed)
 			break;
 		if (hit || pending)
 			push_due(ep, k < room);
-		n += collect(ep, false, events + n, maxevents - n, call);
-		n += collect(ep, true, events + n, maxevents - n, call);
+		n += ep_collect(ep, false, events + n, maxevents - n, call);
+		n += ep_collect(ep, true, events + n, maxevents - n, call);
 		/* Zero events after a kernel wait that ran its full time: the
 		 * kernel says the timeout has passed. */
 		if (n || timeout == 0 || (!k && kt))

@@ -18,6 +18,11 @@
  *                   waiter is in the kernel)
  *   churn_busy      the same with one more connection registered all along
  *                   (the set is never without an accelerated connection)
+ *   busy_fin        one connection stays readable (never read), the peer
+ *                   process of it and of another is killed and reaped: the
+ *                   next epoll_wait reports both with EPOLLRDHUP (usmc may
+ *                   leave the kernel unasked while records are ready,
+ *                   epoll_kernel.c, but not past a peer's death)
  *   close_inflight  another thread is blocked in send() on a connection
  *                   when the program closes it; its peer then half-closes:
  *                   no event for the closed number (usmc only, below)
@@ -287,6 +292,58 @@ static void check_churn_busy(void)
 	churn(true);
 }
 
+/* ---- a peer's death while another connection keeps the set busy --------- */
+
+static void check_busy_fin(void)
+{
+	struct epoll_event ev[8];
+	int ep = ep_new(), ca, sa, cb, sb, n, i, st;
+	uint32_t got_a = 0, got_b = 0;
+	pid_t pid;
+	char b;
+
+	t_pair_smc(&ca, &sa);
+	t_pair_smc(&cb, &sb);
+	t_write_all(cb, "b", 1);
+	t_read_all(sb, &b, 1);
+	ep_ctl(ep, EPOLL_CTL_ADD, sa, EPOLLIN | EPOLLRDHUP, 0xa);
+	ep_ctl(ep, EPOLL_CTL_ADD, sb, EPOLLIN | EPOLLRDHUP, 0xb);
+	/* A wait with nothing ready: settled connections only (usmc
+	 * decides then whether the kernel must order this set). */
+	n = epoll_wait(ep, ev, 8, 20);
+	t_assert(n == 0, "idle wait: %d events", n);
+	t_write_all(ca, "a", 1);	/* sa stays readable: never read */
+	pid = fork();
+	if (pid < 0)
+		t_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		for (;;)
+			pause();	/* holds ca and cb until killed */
+	}
+	close(ca);
+	close(cb);
+	/* Busy: sa is reported by every call, sb by none. */
+	for (i = 0; i < 100; i++) {
+		n = epoll_wait(ep, ev, 8, 0);
+		t_assert(n == 1 && ev[0].data.u64 == 0xa, "busy call %d: %d events", i, n);
+	}
+	t_ok(kill(pid, SIGKILL));
+	while (waitpid(pid, &st, 0) < 0)
+		t_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+	n = epoll_wait(ep, ev, 8, 0);
+	for (i = 0; i < n; i++) {
+		if (ev[i].data.u64 == 0xa)
+			got_a = ev[i].events;
+		else if (ev[i].data.u64 == 0xb)
+			got_b = ev[i].events;
+	}
+	t_assert(n == 2 && got_a == (EPOLLIN | EPOLLRDHUP) && got_b == (EPOLLIN | EPOLLRDHUP),
+		 "after the peer died: %d events, a %#x b %#x", n, got_a, got_b);
+	close(sa);
+	close(sb);
+	close(ep);
+}
+
 /* ---- a close while another thread is inside a call ------------------------ */
 
 struct inflight {
@@ -351,6 +408,7 @@ static const struct t_check checks[] = {
 	{ "mod_rearm", check_mod_rearm },
 	{ "churn", check_churn },
 	{ "churn_busy", check_churn_busy },
+	{ "busy_fin", check_busy_fin },
 	{ "close_inflight", check_close_inflight },
 };
 
