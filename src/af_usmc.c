@@ -343,7 +343,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	sk->role = 'C';
 	usmc_stats_attach();
 
-	reason = usmc_conn_resources(sk, fd);
+	/* TCP_FASTOPEN_CONNECT: the kernel sends the SYN with the first
+	 * write, and ours would go to the ring: no SYN, no server, ever. */
+	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT : usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln);
 	/* SIGIO is raised for TCP data only (interpose.c). */

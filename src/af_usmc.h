@@ -21,6 +21,9 @@ void usmc_listen_unpublish(struct usmc_sock *sk);
 /* listener.c: accept() on a socket we only know as bound, which another
  * holder made a listener: ours is one too, joined to its publication. */
 void usmc_listen_follow(struct usmc_sock *sk, int fd);
+/* listener.c: the listener's TCP_DEFER_ACCEPT (set, or cleared) tells
+ * its clients whether to send the wake byte always (clc.h wake_always). */
+void usmc_listen_defer(struct usmc_sock *sk, int fd);
 /* listener.c: a holder of the socket may not run usmc: no holder publishes
  * it from now on (SKF_NOPUB).  true the first time. */
 bool usmc_listen_nopub(struct usmc_sock *sk);

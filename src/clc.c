@@ -129,6 +129,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	uint64_t h = tuple_hash(&p->client), w, claim;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
 	unsigned int tries;
+	bool always;
 	uint32_t d;
 
 	if (usmc_clc_ln_poisoned(ln))
@@ -138,11 +139,14 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 		return degraded_reason(d);
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
+	/* A listener with TCP_DEFER_ACCEPT is accepted only once TCP data
+	 * came: we send the wake byte whatever the server does. */
+	always = LOAD_ACQUIRE(&ln->idx->wake_always) != 0;
 	w = LOAD_ACQUIRE(&e->word);
 	for (tries = 0;; tries++) {
 		if (tries == CLC_CAS_TRIES)
 			return USMC_R_INDEX_BUSY;
-		claim = CLC_WORD(h, CLC_CLAIM);
+		claim = CLC_WORD(h, CLC_CLAIM) | (always ? CLC_W : 0);
 		if (w && !mark_stale(w, p->epoch)) {
 			/* A fresh mark for our address: the server runs this
 			 * very connection as TCP, or accepted it undecided and

@@ -130,7 +130,11 @@ struct usmc_clc_index {
 	_Atomic uint64_t connecting_lgr[USMC_CLC_CONNECTING];
 	_Atomic uint32_t connecting_port[USMC_CLC_CONNECTING];
 	_Atomic uint32_t connecting_cpu[USMC_CLC_CONNECTING];	/* CPU + 1, a hint */
-	uint8_t __hdr_pad[4096 - 40 - 24 * USMC_CLC_CONNECTING];
+	/* Non-zero: every client sends the wake byte (posts W).  The
+	 * listener has TCP_DEFER_ACCEPT: the kernel wakes accept() only once
+	 * TCP data came, and a proposed client sends none otherwise. */
+	_Atomic uint32_t wake_always;
+	uint8_t __hdr_pad[4096 - 44 - 24 * USMC_CLC_CONNECTING];
 	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
 };
 
@@ -190,6 +194,9 @@ void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy);
 /* Server: its controls decline (reason: disabled, no_common_device,
  * policy) or accept again (0); clients read it before proposing. */
 void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason);
+/* Server: clients must (or need not) send the wake byte: the listener's
+ * TCP_DEFER_ACCEPT (clc.h wake_always). */
+void usmc_clc_ln_wake_always(struct usmc_clc_ln *ln, bool on);
 /* The reason our own listener declines for now, or 0. */
 int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln);
 

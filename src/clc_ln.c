@@ -142,6 +142,12 @@ void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason)
 	}
 }
 
+void usmc_clc_ln_wake_always(struct usmc_clc_ln *ln, bool on)
+{
+	if ((LOAD_RELAXED(&ln->idx->wake_always) != 0) != on)
+		STORE_RELEASE(&ln->idx->wake_always, on ? 1u : 0u);
+}
+
 int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
 {
 	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);

@@ -25,6 +25,7 @@
 #include "waitset.h"
 
 #include <dirent.h>
+#include <netinet/tcp.h>
 #include <limits.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -615,11 +616,24 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 	ENSURE_REAL(setsockopt);
 	rc = real.setsockopt(fd, level, name, val, len);
-	if (rc || level != SOL_SOCKET)
+	if (rc || (level != SOL_SOCKET && (level != IPPROTO_TCP ||
+					   (name != TCP_DEFER_ACCEPT && name != TCP_FASTOPEN_CONNECT))))
 		return rc;
 	sk = usmc_fd_get(fd);
 	if (!sk)
 		return rc;
+	if (level == IPPROTO_TCP) {
+		if (name == TCP_DEFER_ACCEPT && sk->kind == SK_LISTEN)
+			usmc_listen_defer(sk, fd);
+		/* Fast Open: connect() returns without a SYN, which only the
+		 * first TCP write sends; ours go to the ring (af_usmc.c). */
+		if (name == TCP_FASTOPEN_CONNECT && len >= sizeof(int) && *(const int *)val)
+			sk_set_flag(sk, SKF_TFO);
+		else if (name == TCP_FASTOPEN_CONNECT)
+			sk_clear_flag(sk, SKF_TFO);
+		usmc_sock_put(sk);
+		return rc;
+	}
 	/* Whatever it was (SO_RCVTIMEO and its _NEW/_OLD forms...). */
 	atomic_fetch_add_explicit(&sk->sh->timeo_ver, 1, memory_order_release);
 	if (name == SO_SNDBUF || name == SO_RCVBUF || name == SO_SNDBUFFORCE ||

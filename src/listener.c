@@ -57,6 +57,7 @@
 #include "sys.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/stat.h>
 
 /* The kernel socket's inode: one per socket, whoever holds it. */
@@ -198,8 +199,20 @@ static void publish(struct usmc_sock *sk, int fd)
 	if (locked)
 		usmc_family_unlock(&sk->sh->tx_lock);
 	pthread_mutex_unlock(&sk->lock);
-	if (sk->lst)
+	if (sk->lst) {
+		usmc_listen_defer(sk, fd);
 		usmc_stats_attach();
+	}
+}
+
+void usmc_listen_defer(struct usmc_sock *sk, int fd)
+{
+	struct usmc_clc_ln *ln = __atomic_load_n(&sk->lst, __ATOMIC_ACQUIRE);
+	socklen_t len = sizeof(int);
+	int secs = 0;
+
+	if (ln && !real.getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, &len))
+		usmc_clc_ln_wake_always(ln, secs > 0);
 }
 
 /* Our bound address and listener kind, from the kernel's socket. */

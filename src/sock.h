@@ -58,6 +58,7 @@ enum usmc_sock_kind {
 #define SKF_TCP_DUP	0x200000	/* TCP from the peer starts at ring cursor tcp_dup_from (migrate.c) */
 #define SKF_NOPUB	0x400000	/* a holder may not run usmc: never published (listener.c) */
 #define SKF_RESENT	0x800000	/* our ring bytes went out on TCP: a reset for them first (migrate.c) */
+#define SKF_TFO		0x1000000	/* TCP_FASTOPEN_CONNECT: connect() sends no SYN, the first write does */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
