@@ -161,9 +161,19 @@ void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name)
 		name = SO_SNDBUF;
 	else if (name == SO_RCVBUFFORCE)
 		name = SO_RCVBUF;
-	if ((name != SO_SNDBUF && name != SO_RCVBUF) ||
+	if ((name != SO_SNDBUF && name != SO_RCVBUF && name != SO_RCVLOWAT) ||
 	    real.getsockopt(fd, SOL_SOCKET, name, &v, &l) || v <= 0)
 		return;
+	if (name == SO_RCVLOWAT) {
+		/* The value before the flag: readers load the flag first. */
+		STORE_RELAXED(&sk->sh->rcvlowat, (uint32_t)v);
+		if (v > 1)
+			sk_set_flag(sk, SKF_LOWAT);
+		else
+			sk_clear_flag(sk, SKF_LOWAT);
+		usmc_epoll_sock_changed(sk);
+		return;
+	}
 	if (name == SO_SNDBUF) {
 		STORE_RELAXED(&sk->sh->sndbuf, (uint32_t)v);
 		sk_set_flag(sk, SKF_BUFLIM);
@@ -186,6 +196,10 @@ void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk)
 	uint32_t snd = LOAD_RELAXED(&lsk->sh->sndbuf);
 
 	STORE_RELAXED(&sk->sh->rcvbuf, LOAD_RELAXED(&lsk->sh->rcvbuf));
+	if (sk_flag((struct usmc_sock *)lsk, SKF_LOWAT)) {
+		STORE_RELAXED(&sk->sh->rcvlowat, LOAD_RELAXED(&lsk->sh->rcvlowat));
+		sk_set_flag(sk, SKF_LOWAT);
+	}
 	if (snd) {
 		STORE_RELAXED(&sk->sh->sndbuf, snd);
 		sk_set_flag(sk, SKF_BUFLIM);

@@ -637,7 +637,7 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	/* Whatever it was (SO_RCVTIMEO and its _NEW/_OLD forms...). */
 	atomic_fetch_add_explicit(&sk->sh->timeo_ver, 1, memory_order_release);
 	if (name == SO_SNDBUF || name == SO_RCVBUF || name == SO_SNDBUFFORCE ||
-	    name == SO_RCVBUFFORCE)
+	    name == SO_RCVBUFFORCE || name == SO_RCVLOWAT)
 		usmc_sock_bufsize(sk, fd, name);
 	if (name == SO_LINGER && len >= sizeof(struct linger)) {
 		const struct linger *l = val;

@@ -160,11 +160,15 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	struct iov_wcursor ic = { iov, iovcnt, 0 };
 	bool nonblock = (flags & MSG_DONTWAIT) || sk_flag(sk, SKF_NONBLOCK);
 	bool peek = flags & MSG_PEEK, waitall = flags & MSG_WAITALL;
-	size_t total = 0, done = 0;
+	size_t total = 0, done = 0, target;
 	int timeout = -1, rc, i;
 
 	for (i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
+	/* What a blocking read waits for, as tcp_recvmsg(): the whole length
+	 * (MSG_WAITALL), else SO_RCVLOWAT bytes of it; EOF, an error or a
+	 * signal end the wait with what came. */
+	target = waitall ? total : MIN(total, (size_t)usmc_rcvlowat(sk, LOAD_RELAXED(&sk->sh->flags)));
 	usmc_sock_refresh(sk, fd);
 	/* Urgent data only ever travels on TCP (tx.c), and its receive
 	 * never blocks: the kernel answers, whatever the mode. */
@@ -215,9 +219,9 @@ migrating:
 		if (LOAD_RELAXED(&sk->sh->abort) == USMC_A_PROTOCOL)
 			prod = head;
 		avail = (size_t)(prod - head);
-		/* MSG_PEEK|MSG_WAITALL waits for the whole length, as TCP does;
-		 * a zero-length read waits for data like any other read. */
-		if (avail && (!peek || !waitall || avail >= total - done || !total)) {
+		/* A peek waits for its target as a read does (TCP); a
+		 * zero-length read waits for data like any other read. */
+		if (avail && (!peek || avail >= target || !total)) {
 			size_t n = MIN(avail, total - done);
 
 			ring_to_iov(&ic, sk->rx_ring, sk->size, head, n);
@@ -232,7 +236,7 @@ migrating:
 			/* Release: our copy-out finished before the writer may reuse it. */
 			usmc_rx_publish(sk, head + n);
 			usmc_kick_space(sk);
-			if (done == total || !waitall)
+			if (done >= target)
 				break;
 			continue;
 		}
@@ -259,7 +263,7 @@ migrating:
 			usmc_family_unlock(&sk->sh->rx_lock);
 			return rc;
 		}
-		if (done && !waitall)
+		if (done && done >= target)
 			break;
 		if (nonblock) {
 			if (!total && !done) {
@@ -478,7 +482,7 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 	cf = LOAD_ACQUIRE(&sk->tx_c->flags);
 	if ((pf | cf) & CDC_F_ABORT || f & SKF_ABORTED)
 		return POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP;
-	if (!usmc_rx_view(sk, &head, &prod) || prod != head)
+	if (!usmc_rx_view(sk, &head, &prod) || prod - head >= usmc_rcvlowat(sk, f))
 		ev |= POLLIN | POLLRDNORM;
 	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;

@@ -59,6 +59,7 @@ enum usmc_sock_kind {
 #define SKF_NOPUB	0x400000	/* a holder may not run usmc: never published (listener.c) */
 #define SKF_RESENT	0x800000	/* our ring bytes went out on TCP: a reset for them first (migrate.c) */
 #define SKF_TFO		0x1000000	/* TCP_FASTOPEN_CONNECT: connect() sends no SYN, the first write does */
+#define SKF_LOWAT	0x2000000	/* SO_RCVLOWAT above 1 (sh->rcvlowat) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -120,6 +121,10 @@ struct usmc_sock_sh {
 	/* SO_SNDBUF / SO_RCVBUF as the kernel reports them (twice what was
 	 * asked) once the application set them, else 0 (af_usmc.c). */
 	_Atomic uint32_t sndbuf, rcvbuf;
+	/* SO_RCVLOWAT as the kernel reports it, with SKF_LOWAT while above 1:
+	 * readable from that many bytes on, and a blocking read waits for
+	 * them (rx.c), as tcp_poll() and tcp_recvmsg() do. */
+	_Atomic uint32_t rcvlowat;
 	/* SKF_TCP_DUP: the peer's TCP bytes start at this cursor of our
 	 * receive ring; those below tcp_dup_end we read from the ring already
 	 * and drop from TCP (rx_lock). */
@@ -476,7 +481,7 @@ void usmc_sock_count_late(struct usmc_sock *sk, int fd);
  */
 #define USMC_SLOW	(-100001)
 #define SKF_FAST_BAD	(SKF_SHUT_RD | SKF_SHUT_WR | SKF_TCP_EOF | SKF_RST_SEEN | SKF_ABORTED | \
-			 SKF_CONNECTING | SKF_TCP_DATA | SKF_LOST | SKF_BUFLIM)
+			 SKF_CONNECTING | SKF_TCP_DATA | SKF_LOST | SKF_BUFLIM | SKF_LOWAT)
 
 static inline bool usmc_fast_ok(const struct usmc_sock *sk, const struct usmc_flock *l)
 {
@@ -533,6 +538,11 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
  * and what an accepted socket inherits from its listener. */
 void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name);
 void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk);
+/* The bytes a read waits for and readiness counts from (SO_RCVLOWAT). */
+static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
+{
+	return unlikely(flags & SKF_LOWAT) ? LOAD_RELAXED(&sk->sh->rcvlowat) : 1;
+}
 void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */

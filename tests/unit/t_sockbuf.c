@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * t_sockbuf.c - SO_SNDBUF / SO_RCVBUF as TCP honours them: getsockopt
+ * t_sockbuf.c - SO_SNDBUF / SO_RCVBUF / SO_RCVLOWAT as TCP honours them: getsockopt
  * answers what the kernel would (twice the value set), and a sender never
  * has much more in flight than TCP would hold with those sizes, so a peer
  * that closes in the middle of receiving makes the sender fail as over TCP
- * (asyncio's sendfile test).
+ * (asyncio's sendfile test).  SO_RCVLOWAT (rcvlowat): poll and epoll
+ * report readable only from that many bytes on, a non-blocking read takes
+ * what is there, a blocking one waits for that many; an accepted socket
+ * has its listener's.
  *
  * Differential (t_selfdiff.h): the transcript under usmc equals the one
  * with USMC_DISABLE=1; under usmc the connections are on shared memory.
@@ -12,6 +15,8 @@
 #include "t_util.h"
 #include "t_selfdiff.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 
 #define BUF_SET		16384			/* what the program asks for */
@@ -209,11 +214,106 @@ static void sc_et_writer(void)
 	close(c);
 }
 
+struct later {
+	int fd;
+	size_t n;
+};
+
+static void *send_later(void *arg)
+{
+	struct later *l = arg;
+	char buf[64];
+
+	usleep(100 * 1000);	/* the reader is asleep by then (sequencing only) */
+	memset(buf, 'z', sizeof(buf));
+	t_write_all(l->fd, buf, l->n);
+	return NULL;
+}
+
+static void lowat_look(int c, int s, const char *what)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	struct epoll_event ev;
+	int ep = t_ok(epoll_create1(0)), n;
+
+	ev.events = EPOLLIN;
+	ev.data.u64 = 7;
+	t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
+	n = poll(&p, 1, 50);
+	T_OBS("%s: poll %d revents %#x,", what, n, n > 0 ? p.revents : 0);
+	n = epoll_wait(ep, &ev, 1, 50);
+	T_OBS(" epoll %d events %#x\n", n, n > 0 ? ev.events : 0);
+	close(ep);
+	(void)c;
+}
+
+static void sc_rcvlowat(void)
+{
+	struct sockaddr_in a = t_addr(0);
+	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), c, s, v = 10;
+	struct later l;
+	char buf[100];
+	pthread_t th;
+	ssize_t n;
+
+	/* Set on the listener: the accepted socket has it, as in TCP. */
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)));
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 8));
+	a = t_addr(t_sock_port(lfd, false));
+	c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+	t_ok(connect(c, (struct sockaddr *)&a, sizeof(a)));
+	s = t_accept(lfd);
+	close(lfd);
+	T_OBS("accepted SO_RCVLOWAT %d\n", getbuf_opt(s, SO_RCVLOWAT));
+	t_write_all(c, "xxxxx", 5);
+	usleep(20 * 1000);
+	lowat_look(c, s, "5 of 10 bytes");
+	t_set_nonblock(s, true);
+	n = recv(s, buf, sizeof(buf), 0);
+	T_OBS("non-blocking read: %zd\n", n);
+	t_set_nonblock(s, false);
+	t_write_all(c, "yyy", 3);
+	l.fd = c;
+	l.n = 20;
+	if (pthread_create(&th, NULL, send_later, &l))
+		t_fail("pthread_create");
+	n = recv(s, buf, sizeof(buf), 0);
+	T_OBS("blocking read: %zd (3 there, 20 more later)\n", n);
+	pthread_join(th, NULL);
+	t_write_all(c, "0123456789ab", 12);
+	usleep(20 * 1000);
+	lowat_look(c, s, "12 of 10 bytes");
+	n = recv(s, buf, 4, MSG_PEEK);
+	T_OBS("peek 4: %zd\n", n);
+	n = recv(s, buf, sizeof(buf), 0);
+	T_OBS("read: %zd\n", n);
+	v = 1;
+	t_ok(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)));
+	t_write_all(c, "q", 1);
+	usleep(20 * 1000);
+	lowat_look(c, s, "lowat 1, 1 byte");
+	n = recv(s, buf, sizeof(buf), 0);
+	T_OBS("read: %zd\n", n);
+	t_write_all(c, "ab", 2);
+	shutdown(c, SHUT_WR);
+	v = 50;
+	t_ok(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)));
+	usleep(20 * 1000);
+	lowat_look(c, s, "2 of 50 bytes, then EOF");
+	n = recv(s, buf, sizeof(buf), 0);
+	T_OBS("read: %zd, then %zd\n", n, recv(s, buf, sizeof(buf), 0));
+	t_assert_smc(s);
+	close(c);
+	close(s);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "getsockopt", sc_getsockopt },
 	{ "inflight", sc_inflight },
 	{ "peer_closes", sc_peer_closes },
 	{ "et_writer", sc_et_writer },
+	{ "rcvlowat", sc_rcvlowat },
 };
 
 int main(int argc, char **argv)
