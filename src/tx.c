@@ -427,6 +427,14 @@ static size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, 
 	return prod - head >= cap ? 0 : (size_t)MIN((uint64_t)want, cap - (prod - head));
 }
 
+static bool zerocopy_on(int fd)
+{
+	socklen_t len = sizeof(int);
+	int on = 0;
+
+	return !real.getsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &on, &len) && on;
+}
+
 /*
  * The connection left shared memory: what our ring still holds for the
  * peer goes out on TCP first (migrate.c), then the caller's bytes, which
@@ -490,6 +498,17 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 	if (unlikely(flags & MSG_OOB) &&
 	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED)) {
 		rc = usmc_conn_to_tcp(sk, fd, USMC_R_OOB);
+		if (rc)
+			return rc;
+	}
+	/* Zero-copy sends complete on the kernel's error queue, which the
+	 * ring never feeds (a program waiting for its buffers back would
+	 * wait forever): with SO_ZEROCOPY on, the connection moves to TCP
+	 * first; without it the kernel ignores the flag, and so do we. */
+	if (unlikely(flags & MSG_ZEROCOPY) &&
+	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) &&
+	    zerocopy_on(fd)) {
+		rc = usmc_conn_to_tcp(sk, fd, USMC_R_SOCKOPT);
 		if (rc)
 			return rc;
 	}

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * t_oob.c - what shared-memory rings cannot carry: urgent data (MSG_OOB,
- * SIOCATMARK, SO_OOBINLINE, POLLPRI) and O_ASYNC signals (SIGIO, F_SETSIG).
+ * SIOCATMARK, SO_OOBINLINE, POLLPRI), O_ASYNC signals (SIGIO, F_SETSIG) and
+ * zero-copy completions (SO_ZEROCOPY + MSG_ZEROCOPY: the error queue).
  * Under usmc such a connection moves to TCP first, every byte in order,
- * with a named reason (oob, async_io), and then behaves as TCP.
+ * with a named reason (oob, async_io, unsupported_option), and then
+ * behaves as TCP.
  *
  * Differential: every scenario writes what it observes into a transcript.
  * Accelerated, the program runs itself again with USMC_DISABLE=1 (plain
@@ -14,6 +16,7 @@
 #include "t_util.h"
 #include "t_selfdiff.h"
 
+#include <linux/errqueue.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 
@@ -463,6 +466,62 @@ static void sc_midrecv(void)
 	close(s);
 }
 
+/* The zero-copy completion a send should have queued (the error queue). */
+static void obs_zc_completion(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+	char control[256];
+	struct msghdr m = { .msg_control = control, .msg_controllen = sizeof(control) };
+	struct cmsghdr *cm;
+	int n = poll(&p, 1, 1000);
+
+	OBS("poll: %d revents %#x\n", n, n > 0 ? p.revents : 0);
+	if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+		OBS("error queue: %s\n", t_errname(errno));
+		return;
+	}
+	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		struct sock_extended_err ee;
+
+		memcpy(&ee, CMSG_DATA(cm), sizeof(ee));
+		OBS("error queue: level %d type %d origin %u errno %u range %u..%u\n",
+		    cm->cmsg_level, cm->cmsg_type, ee.ee_origin, ee.ee_errno, ee.ee_info,
+		    ee.ee_data);
+	}
+}
+
+static void read_big(int fd, const char *want, size_t n)
+{
+	static char got[100000];
+
+	t_assert(n <= sizeof(got));
+	t_read_all(fd, got, n);
+	OBS("server read %zu bytes: %s\n", n, memcmp(got, want, n) ? "DIFFERENT" : "same");
+}
+
+static void sc_zerocopy(void)
+{
+	static char big[100000];
+	int c, s, on = 1;
+
+	t_pair_smc(&c, &s);
+	memset(big, 'z', sizeof(big));
+	/* Without SO_ZEROCOPY the kernel ignores the flag: nothing queued. */
+	obs_rc("send MSG_ZEROCOPY, option off", send(c, big, sizeof(big), MSG_ZEROCOPY));
+	read_big(s, big, sizeof(big));
+	obs_zc_completion(c);
+	t_ok(setsockopt(c, SOL_SOCKET, SO_ZEROCOPY, &on, sizeof(on)));
+	obs_rc("send MSG_ZEROCOPY", send(c, big, sizeof(big), MSG_ZEROCOPY));
+	expect_moved(c, "unsupported_option");
+	read_big(s, big, sizeof(big));
+	obs_zc_completion(c);
+	t_xfer(s, c, "after");
+	t_xfer(c, s, "back");
+	OBS("exchange after the move: ok\n");
+	close(c);
+	close(s);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "oob", sc_oob },
 	{ "oobinline", sc_oobinline },
@@ -471,6 +530,7 @@ static const struct t_scenario scenarios[] = {
 	{ "async_connect", sc_async_connect },
 	{ "midsend", sc_midsend },
 	{ "midrecv", sc_midrecv },
+	{ "zerocopy", sc_zerocopy },
 };
 
 int main(int argc, char **argv)
