@@ -196,7 +196,7 @@ void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk)
 	uint32_t snd = LOAD_RELAXED(&lsk->sh->sndbuf);
 
 	STORE_RELAXED(&sk->sh->rcvbuf, LOAD_RELAXED(&lsk->sh->rcvbuf));
-	if (sk_flag((struct usmc_sock *)lsk, SKF_LOWAT)) {
+	if (LOAD_RELAXED(&lsk->sh->flags) & SKF_LOWAT) {
 		STORE_RELAXED(&sk->sh->rcvlowat, LOAD_RELAXED(&lsk->sh->rcvlowat));
 		sk_set_flag(sk, SKF_LOWAT);
 	}

@@ -135,6 +135,12 @@ int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
 int ep_kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
 			     uint64_t *slept_ns);
 bool ep_harvest_skip(struct usmc_ep *ep, int kt, bool ready);
+/* All the kernel holds for ep are usmc's own entries: no other descriptor,
+ * no record whose events the kernel orders, not watched from outside. */
+static inline bool ep_kernel_ours_only(const struct usmc_ep *ep)
+{
+	return !ep->ordered && !ep->nforeign && !ep->nested;
+}
 /* epoll_tag.c: the arena of records and aliases; under ep_lock */
 int ep_tags_init(void);
 struct usmc_epreg *ep_reg_alloc(void);

@@ -17,7 +17,7 @@
 /* The kernel's wait as the program called it (epoll_pwait2's timespec
  * when ts is given, else ms). */
 int ep_kernel_wait(int epfd, struct epoll_event *kev, int room, int ms,
-		       const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
+		   const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
 {
 	if (how == USMC_EPW_WAIT)
 		return real.epoll_wait(epfd, kev, room, ms);
@@ -99,7 +99,7 @@ static bool kernel_direct(uint64_t data)
  * to out.  Caller holds ep_lock.
  */
 int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
-			 struct epoll_event *out, int max, uint64_t call, uint64_t *slept_ns)
+		     struct epoll_event *out, int max, uint64_t call, uint64_t *slept_ns)
 {
 	int i, n = 0, direct = 0;
 
@@ -138,7 +138,7 @@ int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
  * taken out in place, records they name (added meanwhile) reported after.
  */
 int ep_kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
-				 uint64_t *slept_ns)
+			     uint64_t *slept_ns)
 {
 	int i, m = 0;
 
@@ -187,6 +187,6 @@ int ep_kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
  */
 bool ep_harvest_skip(struct usmc_ep *ep, int kt, bool ready)
 {
-	return !kt && ready && !ep->ordered && !ep->nforeign && !ep->nested &&
+	return !kt && ready && ep_kernel_ours_only(ep) &&
 	       usmc_now_ns() - ep->harvest_ns < EP_HARVEST_NS;
 }

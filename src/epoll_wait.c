@@ -174,7 +174,7 @@ bool ep_reg_closed(const struct usmc_epreg *r)
 }
 
 int ep_collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
-		   uint64_t call)
+	       uint64_t call)
 {
 	struct usmc_epreg **head = again ? &ep->again : &ep->ready;
 	struct usmc_epreg ***tail = again ? &ep->again_tail : &ep->ready_tail;
@@ -570,7 +570,9 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		rc = k < 0 ? -errno : 0;
 		pthread_mutex_lock(&ep_lock);
 		if (harvest) {
-			ep->harvest_ns = usmc_now_ns();
+			/* Only an instance that may skip looks at the time. */
+			if (ep_kernel_ours_only(ep))
+				ep->harvest_ns = usmc_now_ns();
 			if (k >= 0 && k < (inplace ? maxevents : room) && harvest > ep->harvest_quiet)
 				ep->harvest_quiet = harvest;
 		}
