@@ -104,15 +104,17 @@ class Rundir:
             return json.loads(r.stdout)
         return self.cli("dev").stdout.decode()
 
-    def settle(self, pred, timeout=10.0):
-        """Poll `usmc stat --json` until pred(stat) holds (peers may still be
-        counting a connection the other side already finished); return the
-        last snapshot either way so the caller asserts on it."""
+    def settle(self, pred, timeout=10.0, stat=None):
+        """Poll `usmc stat --json` (or stat(), e.g. run as the directory's
+        owner) until pred(stat) holds (peers may still be counting a
+        connection the other side already finished); return the last
+        snapshot either way so the caller asserts on it."""
+        stat = stat or self.stat
         deadline = time.monotonic() + timeout
-        st = self.stat()
+        st = stat()
         while not pred(st) and time.monotonic() < deadline:
             time.sleep(0.05)
-            st = self.stat()
+            st = stat()
         return st
 
     def entries(self):

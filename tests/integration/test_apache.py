@@ -20,12 +20,12 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from . import helpers as h
+from .test_nginx import parse_wrk
 
 BIG = 2 * 1000 * 1000
 MODULES = "/usr/lib/apache2/modules"
@@ -105,29 +105,20 @@ def test_apache_root_user(rundir, procs, tmp_path, site):
     cannot use root's runtime directory; each connection is declined
     (permission) and goes on over TCP, byte-exact, never hung."""
     apache, port = start_apache(procs, rundir, site, "User www-data\nGroup www-data")
-    outs = []
-    for name in ("index.html", "big.bin", "index.html"):
-        out = tmp_path / ("out-%d" % len(outs))
+    for i, name in enumerate(("index.html", "big.bin", "index.html")):
+        out = tmp_path / ("out-%d" % i)
         procs.run("curl", ["curl", "-sS", "--fail", "-m", "30", "-o", out,
                            "http://127.0.0.1:%d/%s" % (port, name)], rundir.env(), timeout=60)
         assert out.read_bytes() == (site / "www" / name).read_bytes(), apache.diag()
-        outs.append(out)
     st = rundir.settle(lambda s: s["tcp_fallback"].get("permission", 0) >= 3)
     assert st["tcp_fallback"].get("permission", 0) >= 3, h.fmt_stat(st) + apache.diag()
     assert st["smc_server"] == 0, h.fmt_stat(st)
     assert apache.alive(), apache.diag()
 
 
-def parse_wrk(text):
-    for line in text.splitlines():
-        if " requests in " in line:
-            return int(line.split()[0])
-    raise AssertionError("no request count in wrk's output:\n" + text)
-
-
 @pytest.mark.timeout(180, method="signal")
 @pytest.mark.parametrize("close", [False, True], ids=["keepalive", "close"])
-def test_apache_wrk(rundir, procs, tmp_path, site, close):
+def test_apache_wrk(rundir, procs, site, close):
     """Apache and its clients as one user (www-data): every connection on
     shared memory, wrk without errors, a large file byte-exact after the
     load."""
@@ -144,19 +135,12 @@ def test_apache_wrk(rundir, procs, tmp_path, site, close):
     assert n > 0, msg
     assert "Socket errors" not in text, msg
     assert "Non-2xx" not in text, msg
-    out = tmp_path / "big.out"
-    procs.run("curl", as_user(["curl", "-sS", "--fail", "-m", "30",
-                               "http://127.0.0.1:%d/big.bin" % port], uid, gid),
-              rundir.env(), timeout=60)
-    out.write_bytes(procs.procs[-1].stdout())
-    assert out.read_bytes() == (site / "www" / "big.bin").read_bytes(), msg
+    curl = procs.run("curl", as_user(["curl", "-sS", "--fail", "-m", "30",
+                                      "http://127.0.0.1:%d/big.bin" % port], uid, gid),
+                     rundir.env(), timeout=60)
+    assert curl.stdout() == (site / "www" / "big.bin").read_bytes(), msg
     assert apache.alive(), msg
     # wrk: a probe connection, then 16 (keep-alive) or one per request; curl: one.
     want = 18 if not close else n + 2
-    deadline = time.monotonic() + 10
-    while True:
-        st = stat_as(rundir, uid, gid)
-        if h.accel_pred(want)(st) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    st = rundir.settle(h.accel_pred(want), stat=lambda: stat_as(rundir, uid, gid))
     h.assert_accelerated(st, min_clients=want, diag=msg)

@@ -14,6 +14,7 @@ that default, and a listener alone in its reuseport group is accelerated
 import pytest
 
 from . import helpers as h
+from .test_nginx import parse_wrk
 
 BIG = 3 * 1000 * 1000
 
@@ -121,13 +122,6 @@ def test_haproxy_curl_byte_exact(rundir, procs, tmp_path, site, usmc):
         # 5 curl connections to haproxy, at least one from haproxy to nginx.
         st = rundir.settle(h.accel_pred(6))
         h.assert_accelerated(st, min_clients=6, diag=diag(haproxy, nginx))
-
-
-def parse_wrk(text):
-    for line in text.splitlines():
-        if " requests in " in line:
-            return int(line.split()[0])
-    raise AssertionError("no request count in wrk's output:\n" + text)
 
 
 # Keep-alive runs wrk three times: haproxy's threads close server-side

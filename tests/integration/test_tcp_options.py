@@ -16,43 +16,64 @@ import pytest
 
 from . import helpers as h
 
-DEFER_SERVER = r"""
-import socket, sys
-ls = socket.socket()
-ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-if sys.argv[2] == "before":
-    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 30)
-ls.bind(("127.0.0.1", int(sys.argv[1])))
-ls.listen(8)
-if sys.argv[2] == "after":
-    ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 30)
-for _ in range(3):
-    c, _ = ls.accept()
-    data = b""
-    while not data.endswith(b"\n"):
-        d = c.recv(4096)
-        if not d:
-            break
-        data += d
-    c.sendall(b"pong " + data)
-    c.close()
+# One server loop and one client loop for both options: each request is a
+# line, each answer "pong " + the line, then the server closes.
+PINGPONG = r"""
+import socket, sys, threading
+
+def serve(ls, n):
+    for _ in range(n):
+        c, _ = ls.accept()
+        data = b""
+        while not data.endswith(b"\n"):
+            d = c.recv(4096)
+            if not d:
+                break
+            data += d
+        c.sendall(b"pong " + data)
+        c.close()
+
+def ask(port, n, tfo):
+    for i in range(n):
+        s = socket.socket()
+        s.settimeout(20)
+        if tfo:
+            s.setsockopt(socket.IPPROTO_TCP, 30, 1)   # TCP_FASTOPEN_CONNECT
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"ping %d\n" % i)
+        got = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+        assert got == b"pong ping %d\n" % i, got
+        s.close()
+    print("ok")
+
+def listener(port, before=(), after=()):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for opt, val in before:
+        ls.setsockopt(socket.IPPROTO_TCP, opt, val)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(8)
+    for opt, val in after:
+        ls.setsockopt(socket.IPPROTO_TCP, opt, val)
+    return ls
 """
 
-DEFER_CLIENT = r"""
-import socket, sys
-for i in range(3):
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-    s.settimeout(20)
-    s.sendall(b"ping %d\n" % i)
-    got = b""
-    while True:
-        d = s.recv(4096)
-        if not d:
-            break
-        got += d
-    assert got == b"pong ping %d\n" % i, got
-    s.close()
-print("ok")
+DEFER_SERVER = PINGPONG + r"""
+defer = [(socket.TCP_DEFER_ACCEPT, 30)]
+port = int(sys.argv[1])
+if sys.argv[2] == "before":
+    serve(listener(port, before=defer), 3)
+else:
+    serve(listener(port, after=defer), 3)
+"""
+
+DEFER_CLIENT = PINGPONG + r"""
+ask(int(sys.argv[1]), 3, False)
 """
 
 
@@ -78,41 +99,11 @@ def test_defer_accept(rundir, procs, tmp_path, usmc, when):
         assert st["wake_bytes"] == 3, h.fmt_stat(st)
 
 
-TFO_SCRIPT = r"""
-import socket, sys, threading
+TFO_SCRIPT = PINGPONG + r"""
 port = int(sys.argv[1])
-ls = socket.socket()
-ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_FASTOPEN, 16)
-ls.bind(("127.0.0.1", port))
-ls.listen(8)
-def serve():
-    for _ in range(4):
-        c, _ = ls.accept()
-        d = b""
-        while not d.endswith(b"\n"):
-            x = c.recv(100)
-            if not x:
-                break
-            d += x
-        c.sendall(b"pong " + d)
-        c.close()
-threading.Thread(target=serve, daemon=True).start()
-for i in range(4):
-    s = socket.socket()
-    s.settimeout(20)
-    s.setsockopt(socket.IPPROTO_TCP, 30, 1)   # TCP_FASTOPEN_CONNECT
-    s.connect(("127.0.0.1", port))
-    s.sendall(b"ping %d\n" % i)
-    got = b""
-    while True:
-        x = s.recv(100)
-        if not x:
-            break
-        got += x
-    assert got == b"pong ping %d\n" % i, got
-    s.close()
-print("ok")
+ls = listener(port, before=[(socket.TCP_FASTOPEN, 16)])
+threading.Thread(target=serve, args=(ls, 4), daemon=True).start()
+ask(port, 4, True)
 """
 
 
