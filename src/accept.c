@@ -35,6 +35,9 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	reason = usmc_clc_ln_off_reason(sk->ln);
 	if (reason)
 		return reason;
+	/* stdin, stdout or stderr: stdio writes past us (stdstream.c). */
+	if (fd <= STDERR_FILENO)
+		return USMC_R_STDIO;
 	reason = usmc_clc_prop_check(p, &sk->peer);
 	if (reason)
 		return reason;

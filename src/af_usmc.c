@@ -358,8 +358,10 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	usmc_stats_attach();
 
 	/* TCP_FASTOPEN_CONNECT: the kernel sends the SYN with the first
-	 * write, and ours would go to the ring: no SYN, no server, ever. */
-	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT : usmc_conn_resources(sk, fd);
+	 * write, and ours would go to the ring: no SYN, no server, ever.
+	 * Descriptors 0-2 are stdio's, which writes past us (stdstream.c). */
+	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT :
+		 fd <= STDERR_FILENO ? USMC_R_STDIO : usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln);
 	/* SIGIO is raised for TCP data only (interpose.c). */
@@ -587,6 +589,16 @@ void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 	if (sk->tx_c && unlikely(LOAD_RELAXED(&sk->tx_c->flags) & CDC_F_MIGRATE) &&
 	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED))
 		usmc_migrate_follow(sk, fd);
+	/* Declined in the index: our queued bytes move to TCP now, not at
+	 * our next wait for the server's answer (a client that sends and
+	 * then waits on something else would wait forever: the server reads
+	 * TCP).  One load while proposed. */
+	if (unlikely(sk_mode(sk) == USMC_MODE_PROPOSED) && sk->role == 'C' && sk->ln &&
+	    usmc_clc_is_declined(sk->ln, &sk->local)) {
+		pthread_mutex_lock(&sk->lock);
+		usmc_migrate_declined(sk);
+		pthread_mutex_unlock(&sk->lock);
+	}
 	if (unlikely(sk_mode(sk) == USMC_MODE_MIGRATING)) {
 		uint64_t head, prod;
 

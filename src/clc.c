@@ -542,6 +542,18 @@ int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 	return r && r < USMC_R_MAX ? (int)r : USMC_R_INTERNAL;
 }
 
+bool usmc_clc_is_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
+{
+	uint64_t h = tuple_hash(client);
+	struct usmc_clc_entry *e = entry_of(ln, client, h);
+	uint64_t w;
+
+	if (!entry_readable(ln, e))
+		return false;
+	w = LOAD_ACQUIRE(&e->word);
+	return CLC_HASH(w) == h && (CLC_STATE(w) & CLC_DECLINED);
+}
+
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
 	uint64_t h = tuple_hash(client);

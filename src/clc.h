@@ -250,6 +250,8 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason);
 /* Client: the server's decline reason for our proposal (and clear it), or 0. */
 int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client);
+/* Client: has the server declined our proposal?  (one load; nothing cleared) */
+bool usmc_clc_is_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 /* Server: is there a complete proposal for this 4-tuple?  (one load) */
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 

@@ -30,6 +30,7 @@
 #include "rundir.h"
 #include "sandbox.h"
 #include "scm_peer.h"
+#include "stdstream.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -201,6 +202,9 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	}
 	if (sk->kind != SK_CONN)
 		return;
+	/* The new image's stdin, stdout or stderr: its stdio may use it. */
+	if (fd <= STDERR_FILENO)
+		usmc_stdio_leave(fd);
 	/* Settle what cannot travel half-done. */
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
 		usmc_server_resolve(sk, fd, true);

@@ -21,6 +21,7 @@
 #include "sandbox.h"
 #include "sock.h"
 #include "stats.h"
+#include "stdstream.h"
 #include "sys.h"
 #include "waitset.h"
 
@@ -65,6 +66,7 @@ void usmc_real_init(void)
 	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
 	R(open); R(open64); R(openat); R(openat64); R(pipe); R(pipe2); R(eventfd);
 	R(__open_2); R(__open64_2); R(__openat_2); R(__openat64_2);
+	R(fdopen); R(vdprintf); R(__vdprintf_chk);
 	real_fclose = dlsym(RTLD_NEXT, "fclose");
 	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
 	usmc_real_sigaction = real_sigaction;
@@ -409,20 +411,22 @@ EXPORT void closefrom(int lowfd)
 	close_range_ours((unsigned int)lowfd, ~0U);
 }
 
-static int dup_common(int oldfd, int newfd, int rc)
+static int dup_common(int oldfd, int rc)
 {
 	if (rc < 0)
 		return rc;
 	usmc_fd_dup(oldfd, rc);
 	usmc_epoll_dup(oldfd, rc);
-	(void)newfd;
+	/* stdin, stdout or stderr now: glibc's streams may use it. */
+	if (unlikely(rc <= STDERR_FILENO))
+		usmc_stdio_leave(rc);
 	return rc;
 }
 
 EXPORT int dup(int fd)
 {
 	ENSURE_REAL(dup);
-	return dup_common(fd, -1, SHED_RETRY(real.dup(fd)));
+	return dup_common(fd, SHED_RETRY(real.dup(fd)));
 }
 
 static bool dup_target_ok(int oldfd, int newfd)
@@ -446,7 +450,7 @@ EXPORT int dup2(int oldfd, int newfd)
 	rc = real.dup2(oldfd, newfd);
 	if (rc < 0 || oldfd == newfd)
 		return rc;
-	return dup_common(oldfd, newfd, rc);
+	return dup_common(oldfd, rc);
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
@@ -459,7 +463,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 	if (oldfd != newfd && !usmc_sandboxed() && sys_fcntl(oldfd, F_GETFD, 0) >= 0)
 		fd_forget(newfd);
 	rc = real.dup3(oldfd, newfd, flags);
-	return dup_common(oldfd, newfd, rc);
+	return dup_common(oldfd, rc);
 }
 
 /*
@@ -497,7 +501,7 @@ static int fcntl_common(int fd, int cmd, long arg)
 	switch (cmd) {
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
-		return dup_common(fd, -1, rc);
+		return dup_common(fd, rc);
 	case F_SETFL:
 		sk = usmc_fd_get(fd);
 		if (sk) {

@@ -59,6 +59,9 @@ static inline ssize_t ret(ssize_t r)
 		r_;							\
 	})
 
+/* write(2) as the wrapper does it, for libusmc's own wrappers (-1/errno). */
+ssize_t usmc_write_fd(int fd, const void *buf, size_t n);
+
 /* Account n bytes that went through the kernel on a tracked socket. */
 void usmc_tcp_count(struct usmc_sock *sk, ssize_t n, bool tx);
 

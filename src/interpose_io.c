@@ -149,7 +149,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return io_read(fd, buf, n);
 }
 
-EXPORT ssize_t write(int fd, const void *buf, size_t n)
+INTERNAL ssize_t io_write(int fd, const void *buf, size_t n)
 {
 	struct usmc_sock *sk;
 	ssize_t r;
@@ -167,6 +167,16 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	}
 	usmc_sock_put(sk);
 	return r;
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	return io_write(fd, buf, n);
+}
+
+ssize_t usmc_write_fd(int fd, const void *buf, size_t n)
+{
+	return io_write(fd, buf, n);
 }
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)

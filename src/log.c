@@ -7,6 +7,23 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+/*
+ * Our lines go to descriptor 2, unless it is a TCP connection (an inetd
+ * style program's stderr is its socket): the peer must see only the
+ * program's own bytes there, so they are dropped.  A UNIX socket
+ * (journald) still gets them.
+ */
+static bool stderr_is_inet(void)
+{
+	int dom = 0;
+	socklen_t len = sizeof(dom);
+
+	return usmc_sys6(SYS_getsockopt, 2, SOL_SOCKET, SO_DOMAIN, (long)&dom, (long)&len, 0) == 0 &&
+	       (dom == AF_INET || dom == AF_INET6);
+}
 
 void usmc_log_write(const char *fmt, ...)
 {
@@ -22,6 +39,7 @@ void usmc_log_write(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	(void)sys_write(2, buf, (size_t)n);
+	if (!stderr_is_inet())
+		(void)sys_write(2, buf, (size_t)n);
 	errno = saved;
 }

@@ -11,6 +11,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -73,6 +75,9 @@ struct usmc_real {
 	int (*pipe)(int[2]);
 	int (*pipe2)(int[2], int);
 	int (*eventfd)(unsigned int, int);
+	FILE *(*fdopen)(int, const char *);
+	int (*vdprintf)(int, const char *, va_list);
+	int (*__vdprintf_chk)(int, int, const char *, va_list);
 };
 
 extern struct usmc_real real;

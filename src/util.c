@@ -93,6 +93,10 @@ static const struct {
 	[USMC_R_POLICY]		= { "policy", "a port, program or namespace rule excludes it",
 				    "usmc ctl shows the rules (ports, exclude_ports, programs, "
 				    "exclude_programs, off_netns) and where each was set" },
+	[USMC_R_STDIO]		= { "stdio", "on descriptor 0, 1 or 2, or given to fdopen(): "
+				    "glibc's stdio reads and writes it past usmc",
+				    "works on TCP; a server that keeps its connections off "
+				    "descriptors 0-2 (and off fdopen) is accelerated" },
 };
 
 const char *usmc_reason_name(int r)

@@ -318,8 +318,8 @@ def test_stat_text_matches_json(rundir):
             f.write(struct.pack("<Q", v))
         # ring_given_back, the last counter: after fallback[USMC_R_MAX],
         # tx_full, fallback_server[USMC_R_MAX], ring_hist[13] and the two
-        # size histograms[8] (usmc.h: 26 fallback reasons).
-        f.seek(totals + 8 * (nscalar + abort_max + 26 + 1 + 26 + 13 + 8 + 8))
+        # size histograms[8] (usmc.h: 27 fallback reasons).
+        f.seek(totals + 8 * (nscalar + abort_max + 27 + 1 + 27 + 13 + 8 + 8))
         f.write(struct.pack("<Q", 4242))
         f.write(struct.pack("<Q", 4343))     # doorbells_spared, right after
     st = rundir.stat()

@@ -225,6 +225,19 @@ def test_socket_activate(rundir, procs, tmp_path, mode):
         assert set(fb) <= {"handed_over", "limit_reached", "peer_not_usmc"}, h.fmt_stat(st)
         assert st["tcp_conns"] == n, h.fmt_stat(st)
         return
+    if mode == "inetd":
+        # Each connection goes to the daemon as its stdin and stdout,
+        # where glibc's stdio could write it past usmc: TCP (stdio).  The
+        # child's dup2 moves it (the client follows: peer_moved_to_tcp),
+        # or declines it when the client's proposal was still unanswered
+        # (the client learns stdio too).
+        st = rundir.settle(lambda s: s["tcp_conns"] >= 2 * n, timeout=10)
+        _no_errors(st, sa.diag())
+        fb = _fallback(st)
+        assert set(fb) <= {"stdio", "peer_moved_to_tcp"}, h.fmt_stat(st)
+        assert st["tcp_conns"] == 2 * n and fb.get("stdio", 0) >= n, h.fmt_stat(st)
+        assert fb.get("stdio", 0) + fb.get("peer_moved_to_tcp", 0) == 2 * n, h.fmt_stat(st)
+        return
     # The listener (or each connection) crosses fork and exec into a
     # daemon that preloads libusmc: adopted, every connection accelerated.
     st = rundir.settle(h.accel_pred(n), timeout=10)

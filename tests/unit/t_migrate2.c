@@ -20,6 +20,11 @@
  *                      FIN used to go at once, ending the stream short of
  *                      them (test_exhaustion::test_decline_half_closed_client
  *                      saw it once in a while as an empty stream).
+ *   send_after_decline  the server declines first; then the client sends
+ *                      and waits for the server's exit, never touching the
+ *                      socket again: its bytes must reach the server (they
+ *                      sat in the ring until the client's next wait on the
+ *                      socket, and the server waited on TCP for ever).
  */
 #include "t_util.h"
 
@@ -175,7 +180,7 @@ static void check_one_leaves(void)
  * connection (USMC_FAULT=memfd: it declines every proposal) and whose
  * socket takes little at once; it accepts one client, lets it run ahead,
  * then must read exactly that many pattern bytes, then EOF. */
-static int decliner(uint16_t port, size_t want)
+static int decliner(uint16_t port, size_t want, bool quick)
 {
 	static char buf[65536];
 	struct sockaddr_in a = t_addr(port);
@@ -187,15 +192,17 @@ static int decliner(uint16_t port, size_t want)
 	t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
 	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
 	t_ok(listen(lfd, 4));
-	t_msleep(200);		/* the client's bytes go into its ring */
+	if (!quick)
+		t_msleep(200);	/* the client's bytes go into its ring */
 	s = t_accept(lfd);	/* declined */
-	t_msleep(1500);		/* the client half-closes meanwhile */
-	while ((n = recv(s, buf, sizeof(buf), 0)) > 0) {
+	if (!quick)
+		t_msleep(1500);	/* the client half-closes meanwhile */
+	while ((!quick || got < want) && (n = recv(s, buf, sizeof(buf), 0)) > 0) {
 		if (t_pat_check(7, got, buf, (size_t)n) >= 0)
 			return 2;
 		got += (size_t)n;
 	}
-	if (n < 0 || got != want) {
+	if ((!quick && n < 0) || got != want) {
 		fprintf(stderr, "decliner: %zu of %zu bytes, then %s\n", got, want,
 			n < 0 ? strerror(errno) : "EOF");
 		return 1;
@@ -204,19 +211,11 @@ static int decliner(uint16_t port, size_t want)
 	return 0;
 }
 
-static void check_shut_while_moving(void)
+/* Connect to a decliner that listens on port (retrying until it does). */
+static int connect_decliner(uint16_t port)
 {
-	static char buf[65536];
-	size_t len = 4 << 20, off;
-	uint16_t port;
-	int lfd = t_listen(&port), c = -1, tries, small = 65536;
-	pid_t pid;
-	ssize_t n;
+	int c = -1, tries;
 
-	close(lfd);		/* the decliner listens on it */
-	setenv("USMC_FAULT", "memfd", 1);
-	pid = t_start_role("decliner", port, (long)len, false);
-	unsetenv("USMC_FAULT");
 	for (tries = 0; tries < 500 && c < 0; tries++) {
 		struct sockaddr_in a = t_addr(port);
 
@@ -228,6 +227,23 @@ static void check_shut_while_moving(void)
 		}
 	}
 	t_assert(c >= 0, "decliner never listened");
+	return c;
+}
+
+static void check_shut_while_moving(void)
+{
+	static char buf[65536];
+	size_t len = 4 << 20, off;
+	uint16_t port;
+	int lfd = t_listen(&port), c, small = 65536;
+	pid_t pid;
+	ssize_t n;
+
+	close(lfd);		/* the decliner listens on it */
+	setenv("USMC_FAULT", "memfd", 1);
+	pid = t_start_role("decliner", port, (long)len, false);
+	unsetenv("USMC_FAULT");
+	c = connect_decliner(port);
 	for (off = 0; off < len; off += sizeof(buf)) {
 		t_pat_fill(7, off, buf, sizeof(buf));
 		t_write_all(c, buf, sizeof(buf));	/* into the ring: proposed */
@@ -262,17 +278,45 @@ static void check_shut_while_moving(void)
 	t_tcp_conns = -1;	/* declined: how each end counts is test_exhaustion's */
 }
 
+static void check_send_after_decline(void)
+{
+	static char buf[4000];
+	uint16_t port;
+	int lfd = t_listen(&port), c, tries;
+	long long before = t_fallbacks("out_of_memory");
+	pid_t pid;
+
+	close(lfd);		/* the decliner listens on it */
+	setenv("USMC_FAULT", "memfd", 1);
+	pid = t_start_role("decliner_quick", port, (long)sizeof(buf), false);
+	unsetenv("USMC_FAULT");
+	c = connect_decliner(port);
+	/* The server's decline is counted (out_of_memory) once it answered. */
+	for (tries = 0; t_accel() && t_fallbacks("out_of_memory") == before; tries++) {
+		t_assert(tries < 1000, "the decliner never declined");
+		t_msleep(10);
+	}
+	t_pat_fill(7, 0, buf, sizeof(buf));
+	t_write_all(c, buf, sizeof(buf));
+	t_wait_child(pid, "decliner (it must get every byte without our help)");
+	close(c);
+	t_tcp_conns = -1;
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
 	{ "shut_while_moving", check_shut_while_moving },
+	{ "send_after_decline", check_send_after_decline },
 };
 
 int main(int argc, char **argv)
 {
 	t_name = "t_migrate2";
 	if (argc == 4 && !strcmp(argv[1], "decliner"))
-		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]));
+		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), false);
+	if (argc == 4 && !strcmp(argv[1], "decliner_quick"))
+		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), true);
 	rounds = (int)t_env_long("T_ROUNDS", ROUNDS_DEFAULT);
 	signal(SIGPIPE, SIG_IGN);
 	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);

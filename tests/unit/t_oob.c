@@ -22,74 +22,6 @@
 
 #define OBS	T_OBS
 
-/* ---- usmc's view of our connections ------------------------------------ */
-
-/*
- * The mode and fallback reason of one of our connections as `usmc stat`
- * lists it, found by its local address: an entry with the same pid and
- * descriptor number can be left from a connection this process handed to
- * a forked child (it stays until the process exits).
- */
-static void fd_state(int fd, char *mode, char *reason, size_t len)
-{
-	char *j = t_stats_json(), pat[96];
-	const char *p, *m, *end;
-
-	mode[0] = reason[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d, ", (int)getpid(), fd);
-	for (p = strstr(j, pat); p; p = strstr(p + 1, pat)) {
-		char local[48];
-
-		end = strchr(p, '}');
-		snprintf(local, sizeof(local), "\"local\": \"127.0.0.1:%u\"", t_sock_port(fd, false));
-		m = strstr(p, local);
-		if (!m || (end && m > end))
-			continue;
-		if ((m = strstr(p, "\"mode\": \"")) && (!end || m < end)) {
-			m += strlen("\"mode\": \"");
-			snprintf(mode, len, "%.*s", (int)strcspn(m, "\""), m);
-		}
-		if ((m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
-			m += strlen("\"reason\": \"");
-			snprintf(reason, len, "%.*s", (int)strcspn(m, "\""), m);
-		}
-		break;
-	}
-	free(j);
-}
-
-/* Accelerated: fd is on TCP now, for reason why. */
-#define expect_moved(fd, why) expect_moved_at(__LINE__, fd, why)
-static void expect_moved_at(int line, int fd, const char *why)
-{
-	char m[32], r[64];
-
-	if (!t_accel())
-		return;
-	fd_state(fd, m, r, sizeof(m));
-	if (strcmp(m, "TCP") || strcmp(r, why)) {
-		char *j = t_stats_json();
-		const char *conns = strstr(j, "\"connections\"");
-
-		fprintf(stderr, "%s[%d]: usmc stat: %s\n", t_name, (int)getpid(), conns ? conns : j);
-		t_fail_at(__FILE__, line, "fd %d: mode %s reason \"%s\", expected TCP (%s)", fd, m,
-			  r, why);
-	}
-}
-
-static long long fallbacks(const char *why)
-{
-	char *j;
-	long long n;
-
-	if (!t_accel())
-		return 0;
-	j = t_stats_json();
-	n = t_json_int(j, why);
-	free(j);
-	return n < 0 ? 0 : n;
-}
-
 /* ---- observations ------------------------------------------------------- */
 
 static void obs_rc(const char *what, ssize_t rc)
@@ -157,7 +89,7 @@ static void obs_read(int fd, size_t n, const char *who)
  * own queued for the sender, which has not read them when it moves. */
 static void sc_oob(void)
 {
-	long long before = fallbacks("oob");
+	long long before = t_fallbacks("oob");
 	int c, s;
 
 	t_pair_smc(&c, &s);
@@ -167,7 +99,7 @@ static void sc_oob(void)
 	t_write_all(c, "hello", 5);
 	obs_rc("send abc! MSG_OOB", send(c, "abc!", 4, MSG_OOB));
 	t_write_all(c, "world", 5);
-	expect_moved(c, "oob");
+	t_expect_moved(c, "oob");
 	obs_pollpri(s);
 	obs_until_mark(s);
 	obs_recv_oob(s);
@@ -178,8 +110,8 @@ static void sc_oob(void)
 	t_xfer(c, s, "back");
 	OBS("exchange after the move: ok\n");
 	if (t_accel())
-		t_assert(fallbacks("oob") == before + 1, "oob fallbacks %lld -> %lld", before,
-			 fallbacks("oob"));
+		t_assert(t_fallbacks("oob") == before + 1, "oob fallbacks %lld -> %lld", before,
+			 t_fallbacks("oob"));
 	close(c);
 	close(s);
 }
@@ -196,7 +128,7 @@ static void sc_oobinline(void)
 	t_write_all(c, "hello", 5);
 	obs_rc("send ! MSG_OOB", send(c, "!", 1, MSG_OOB));
 	t_write_all(c, "world", 5);
-	expect_moved(c, "oob");
+	t_expect_moved(c, "oob");
 	obs_pollpri(s);
 	obs_until_mark(s);
 	obs_recv_oob(s);
@@ -239,7 +171,7 @@ static void obs_signal(const char *what, int fd, bool siginfo)
 /* O_ASYNC with SIGIO on an established connection (fcntl F_SETFL). */
 static void sc_sigio(void)
 {
-	long long before = fallbacks("async_io");
+	long long before = t_fallbacks("async_io");
 	int c, s, fl;
 
 	catch(SIGIO);
@@ -250,14 +182,14 @@ static void sc_sigio(void)
 	t_ok(fcntl(s, F_SETFL, fl | O_ASYNC));
 	OBS("F_GETOWN is us: %d, O_ASYNC: %d\n", fcntl(s, F_GETOWN) == getpid(),
 	    !!(fcntl(s, F_GETFL) & O_ASYNC));
-	expect_moved(s, "async_io");
+	t_expect_moved(s, "async_io");
 	sig_n = 0;
 	t_write_all(c, "ping", 4);
 	obs_signal("SIGIO", s, false);
 	obs_read(s, 9, "server");
 	t_xfer(s, c, "pong");
 	if (t_accel())
-		t_assert(fallbacks("async_io") == before + 1);
+		t_assert(t_fallbacks("async_io") == before + 1);
 	close(c);
 	close(s);
 	signal(SIGIO, SIG_DFL);
@@ -274,7 +206,7 @@ static void sc_setsig(void)
 	t_ok(fcntl(s, F_SETSIG, SIGRTMIN));
 	t_ok(ioctl(s, FIOASYNC, &on));
 	OBS("F_GETSIG: %d\n", fcntl(s, F_GETSIG) == SIGRTMIN);
-	expect_moved(s, "async_io");
+	t_expect_moved(s, "async_io");
 	sig_n = 0;
 	t_write_all(c, "x", 1);
 	obs_signal("F_SETSIG", s, true);
@@ -287,7 +219,7 @@ static void sc_setsig(void)
 /* O_ASYNC set before connect: that connection never goes to shared memory. */
 static void sc_async_connect(void)
 {
-	long long before = fallbacks("async_io");
+	long long before = t_fallbacks("async_io");
 	struct sockaddr_in a;
 	uint16_t port;
 	int lfd = t_listen(&port), c, s, fl;
@@ -305,9 +237,9 @@ static void sc_async_connect(void)
 	t_write_all(s, "hi", 2);
 	obs_signal("SIGIO (set before connect)", c, false);
 	obs_read(c, 2, "client");
-	expect_moved(c, "async_io");
+	t_expect_moved(c, "async_io");
 	if (t_accel())
-		t_assert(fallbacks("async_io") == before + 1);
+		t_assert(t_fallbacks("async_io") == before + 1);
 	close(c);
 	close(s);
 	signal(SIGIO, SIG_DFL);
@@ -358,7 +290,7 @@ static void sc_midsend(void)
 	close(c);
 	t_recv_pat(s, 7, MIDSEND_FIRST);
 	obs_rc("receiver: send U MSG_OOB", send(s, "U", 1, MSG_OOB));
-	expect_moved(s, "oob");
+	t_expect_moved(s, "oob");
 	{
 		char buf[16384];
 		size_t off = MIDSEND_FIRST;
@@ -454,7 +386,7 @@ static void sc_midrecv(void)
 	t_msleep(50);	/* the receiver most likely asleep in recv: either way the same */
 	t_write_all(c, "xyz", 3);
 	obs_rc("sender: send ab! MSG_OOB", send(c, "ab!", 3, MSG_OOB));
-	expect_moved(c, "oob");
+	t_expect_moved(c, "oob");
 	obs_read(c, 1, "sender");
 	n = read(lp[0], log, sizeof(log) - 1);
 	log[n > 0 ? n : 0] = '\0';
@@ -512,7 +444,7 @@ static void sc_zerocopy(void)
 	obs_zc_completion(c);
 	t_ok(setsockopt(c, SOL_SOCKET, SO_ZEROCOPY, &on, sizeof(on)));
 	obs_rc("send MSG_ZEROCOPY", send(c, big, sizeof(big), MSG_ZEROCOPY));
-	expect_moved(c, "unsupported_option");
+	t_expect_moved(c, "unsupported_option");
 	read_big(s, big, sizeof(big));
 	obs_zc_completion(c);
 	t_xfer(s, c, "after");

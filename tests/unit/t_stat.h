@@ -193,23 +193,100 @@ static T_UNUSED void t_stats_expect_at(const char *file, int line, const struct 
 			  now.fallback_names, before->fallback_names);
 }
 
+/* ---- one connection's mode and reason, fallbacks by reason -------------- */
+
+/*
+ * The mode and fallback reason of one of our connections as `usmc stat`
+ * lists it, found by its local address: an entry with the same pid and
+ * descriptor number can be left from a connection this process handed to
+ * a forked child (it stays until the process exits).
+ */
+static T_UNUSED void t_fd_state(int fd, char *mode, char *reason, size_t len)
+{
+	char *j = t_stats_json(), pat[96], port[16];
+	const char *p, *m, *end, *first = NULL, *hit = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	mode[0] = reason[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d, ", (int)getpid(), fd);
+	/* A closed descriptor has no address: then the first entry. */
+	port[0] = '\0';
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sl) &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+		snprintf(port, sizeof(port), ":%u\"",
+			 ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port :
+				((struct sockaddr_in6 *)&ss)->sin6_port));
+	for (p = strstr(j, pat); p && !hit; p = strstr(p + 1, pat)) {
+		end = strchr(p, '}');
+		if (!first)
+			first = p;
+		m = strstr(p, "\"local\": \"");
+		if (port[0] && m && (!end || m < end)) {
+			m += strlen("\"local\": \"");
+			m += strcspn(m, "\"");
+			if (!strncmp(m - strlen(port) + 1, port, strlen(port)))
+				hit = p;
+		}
+	}
+	/* No address matched (a socket getsockname cannot name): the first. */
+	p = hit ? hit : first;
+	if (p) {
+		end = strchr(p, '}');
+		if ((m = strstr(p, "\"mode\": \"")) && (!end || m < end)) {
+			m += strlen("\"mode\": \"");
+			snprintf(mode, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+		if ((m = strstr(p, "\"reason\": \"")) && (!end || m < end)) {
+			m += strlen("\"reason\": \"");
+			snprintf(reason, len, "%.*s", (int)strcspn(m, "\""), m);
+		}
+	}
+	free(j);
+}
+
+/* fd is on TCP now, moved there for reason why (if accelerating). */
+#define t_expect_moved(fd, why) t_expect_moved_at(__LINE__, fd, why)
+static T_UNUSED void t_expect_moved_at(int line, int fd, const char *why)
+{
+	char m[32], r[64];
+
+	if (!t_accel())
+		return;
+	t_fd_state(fd, m, r, sizeof(m));
+	if (strcmp(m, "TCP") || strcmp(r, why)) {
+		char *j = t_stats_json();
+		const char *conns = strstr(j, "\"connections\"");
+
+		fprintf(stderr, "%s[%d]: usmc stat: %s\n", t_name, (int)getpid(), conns ? conns : j);
+		t_fail_at(__FILE__, line, "fd %d: mode %s reason \"%s\", expected TCP (%s)", fd, m,
+			  r, why);
+	}
+}
+
+/* This process family's TCP fallbacks for reason why (0 if not accelerating). */
+static T_UNUSED long long t_fallbacks(const char *why)
+{
+	char *j;
+	long long n;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	n = t_json_int(j, why);
+	free(j);
+	return n < 0 ? 0 : n;
+}
+
 /*
  * The mode of one of our own connections as `usmc stat` lists it
  * ("SMCD", "TCP", "UNDECIDED"...), "" if not listed.
  */
 static T_UNUSED const char *t_fd_mode(int fd, char *out, size_t len)
 {
-	char *j = t_stats_json(), pat[64];
-	const char *p, *m;
+	char r[64];
 
-	out[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"pid\": %d, \"fd\": %d,", (int)getpid(), fd);
-	p = strstr(j, pat);
-	if (p && (m = strstr(p, "\"mode\": \"")) && (!strchr(p, '}') || m < strchr(p, '}'))) {
-		m += strlen("\"mode\": \"");
-		snprintf(out, len, "%.*s", (int)strcspn(m, "\""), m);
-	}
-	free(j);
+	t_fd_state(fd, out, r, MIN(len, sizeof(r)));
 	return out;
 }
 
