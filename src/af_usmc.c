@@ -18,6 +18,7 @@
 #include "options.h"
 #include "real.h"
 #include "registry.h"
+#include "route.h"
 #include "rundir.h"
 #include "sock.h"
 #include "sys.h"
@@ -302,7 +303,7 @@ int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 }
 
 /* Which listener does dst reach, and may we propose to it? */
-static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
+static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, uint64_t *route_ns)
 {
 	struct usmc_reg_listener rec;
 	int reason, rc;
@@ -316,6 +317,8 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 	reason = usmc_registry_match(dst, &rec);
 	if (reason)
 		return reason;
+	/* In another namespace: the kernel must be seen to take us there. */
+	*route_ns = rec.netns != usmc_netns_self() ? rec.netns : 0;
 	rc = usmc_clc_ln_get(rec.id, ln);
 	if (rc == -ESRCH || rc == -ENOENT || rc == -EINVAL) {
 		/* Registered but dead, or its index planted (no regular
@@ -326,6 +329,57 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln)
 	if (rc)
 		return USMC_R_RUNDIR;	/* truncated, untrusted: its owner lives */
 	return 0;
+}
+
+/*
+ * Route truth (route.c): a listener in another namespace is ours only if
+ * the kernel sends our packets to one of that namespace's interfaces.
+ * Looked at once connected, when the next hop is resolved.
+ */
+static bool route_proven(struct usmc_sock *sk, uint64_t ns)
+{
+	uint8_t mac[6];
+	int rc;
+
+	if (!ns)
+		return true;
+	rc = usmc_route_nexthop_mac(&sk->peer, mac);
+	if (!rc && usmc_registry_netns_has_mac(ns, mac))
+		return true;
+	usmc_dbg(1, "fd %d: the route to the listener's namespace is not proven (%s)", sk->fd0,
+		 rc ? strerror(-rc) : "next hop not one of its interfaces");
+	return false;
+}
+
+/*
+ * A non-blocking connect that completed to somewhere the route does not
+ * prove: take the proposal back before any byte or wake byte follows it
+ * (a server that answered it already did get us: then it stands).  Under
+ * sk->lock: another thread settling the same connect waits for the
+ * verdict before it sends the wake byte.
+ */
+static void route_check_connected(struct usmc_sock *sk)
+{
+	uint64_t ans;
+
+	pthread_mutex_lock(&sk->lock);
+	if (sk->route_ns && !route_proven(sk, sk->route_ns)) {
+		ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+		if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+		    (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
+		    usmc_clc_withdraw(sk->ln, &sk->local)) {
+			sk_clear_flag(sk, SKF_WAKE_SEND);
+			/* Counted as shared memory when it proposed; it never was. */
+			if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {
+				STAT_ADD(smc_conns, -1);
+				STAT_ADD(smc_client, -1);
+			}
+			usmc_conn_unbind_slot(sk, false);
+			usmc_sock_set_tcp(sk, USMC_R_UNCERTAIN);
+		}
+	}
+	sk->route_ns = 0;
+	pthread_mutex_unlock(&sk->lock);
 }
 
 /* The wake byte: see clc.h.  Sent once, after the proposal landed. */
@@ -363,7 +417,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT :
 		 fd <= STDERR_FILENO ? USMC_R_STDIO : usmc_conn_resources(sk, fd);
 	if (!reason)
-		reason = client_match(&sk->peer, &ln);
+		reason = client_match(&sk->peer, &ln, &sk->route_ns);
 	/* SIGIO is raised for TCP data only (interpose.c). */
 	if (!reason && sk_flag(sk, SKF_ASYNC))
 		reason = USMC_R_ASYNC_IO;
@@ -399,6 +453,11 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_addr_from_sa(&sk->local, (struct sockaddr *)&ss, sslen);
 	else if (!reason)
 		reason = USMC_R_INTERNAL;
+	/* Connected already: the route is known before we propose. */
+	if (!reason && !rc && !route_proven(sk, sk->route_ns))
+		reason = USMC_R_UNCERTAIN;
+	if (!rc)
+		sk->route_ns = 0;
 	if (!reason) {
 		usmc_clc_connect_port(ln, cslot, sk->local.port);
 		sk->ctrl->c.client = sk->local;
@@ -467,6 +526,7 @@ static int connect_settle(struct usmc_sock *sk, int fd, unsigned int revents)
 		if (!(revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
+		route_check_connected(sk);
 		usmc_client_send_wake(sk, fd);
 		return 0;
 	}

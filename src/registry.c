@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <netpacket/packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -194,7 +195,7 @@ bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_
 		shm_load_words(dst, src, sizeof(*dst));
 		FENCE(memory_order_acquire);
 		s2 = LOAD_RELAXED(&src->seq);
-		if (s1 == s2 && dst->naddrs <= USMC_REG_ADDRS)
+		if (s1 == s2 && dst->naddrs <= USMC_REG_ADDRS && dst->nmacs <= USMC_REG_MACS)
 			return true;
 	}
 	return false;
@@ -372,6 +373,14 @@ int usmc_registry_publish_addrs(bool force)
 
 		if (!p->ifa_addr || !(p->ifa_flags & IFF_UP))
 			continue;
+		if (p->ifa_addr->sa_family == AF_PACKET) {
+			const struct sockaddr_ll *ll = (const struct sockaddr_ll *)p->ifa_addr;
+
+			if (ll->sll_halen == 6 && !(p->ifa_flags & IFF_LOOPBACK) &&
+			    tmp.nmacs < USMC_REG_MACS)
+				memcpy(tmp.macs[tmp.nmacs++], ll->sll_addr, 6);
+			continue;
+		}
 		if (usmc_addr_from_sa(&a, p->ifa_addr, p->ifa_addr->sa_family == AF_INET ?
 				      sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
 			continue;
@@ -401,6 +410,19 @@ static bool netns_has_addr(uint64_t ns, const struct usmc_addr *a)
 		return false;
 	for (i = 0; i < copy.naddrs; i++)
 		if (usmc_addr_ip_eq(&copy.addrs[i], a))
+			return true;
+	return false;
+}
+
+bool usmc_registry_netns_has_mac(uint64_t ns, const uint8_t mac[6])
+{
+	struct usmc_reg_netns *n = netns_slot(ns, false), copy = { 0 };
+	uint32_t i;
+
+	if (!n || !usmc_registry_netns_read(n, &copy))
+		return false;
+	for (i = 0; i < copy.nmacs; i++)
+		if (!memcmp(copy.macs[i], mac, 6))
 			return true;
 	return false;
 }

@@ -21,6 +21,7 @@
 #define USMC_REG_LISTENERS	512
 #define USMC_REG_NETNS		128
 #define USMC_REG_ADDRS		32
+#define USMC_REG_MACS		16
 
 #define USMC_REG_F_REUSEPORT	0x1	/* SO_REUSEPORT: others may share the port */
 #define USMC_REG_F_V6ONLY	0x2	/* IPV6_V6ONLY listener: no v4-mapped peers */
@@ -46,8 +47,10 @@ struct usmc_reg_netns {
 	uint64_t netns;
 	uint64_t updated_ns;		/* CLOCK_REALTIME of the last refresh */
 	uint32_t naddrs;
-	uint32_t __pad;
+	uint32_t nmacs;
 	struct usmc_addr addrs[USMC_REG_ADDRS];	/* ports unused */
+	uint8_t macs[USMC_REG_MACS][8];	/* its interfaces' link addresses (6 bytes
+					 * each): route truth (route.c) */
 } __cacheline;
 
 struct usmc_registry {
@@ -97,6 +100,9 @@ int usmc_registry_match(const struct usmc_addr *dst, struct usmc_reg_listener *o
 bool usmc_registry_listener_read(const struct usmc_reg_listener *src,
 				 struct usmc_reg_listener *dst);
 bool usmc_registry_netns_read(const struct usmc_reg_netns *src, struct usmc_reg_netns *dst);
+/* Does namespace ns (usmc_netns_self()'s identity) publish this link
+ * address as one of its interfaces'? */
+bool usmc_registry_netns_has_mac(uint64_t ns, const uint8_t mac[6]);
 
 /* CLI: a registry of the wrong size was truncated by someone (ours are
  * published full size) and every lookup in it fails (rundir_unusable):

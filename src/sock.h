@@ -160,6 +160,8 @@ struct usmc_sock {
 	uint64_t migrate_end;		/* ... and the end, fixed at the first pump */
 #define MIGRATE_END_UNKNOWN	UINT64_MAX
 	bool tx_done;			/* MIGRATING: all of it sent */
+	uint64_t route_ns;		/* client: the listener's namespace when not ours,
+					 * until the route to it is proven (af_usmc.c) */
 
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */

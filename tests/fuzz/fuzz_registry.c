@@ -141,6 +141,9 @@ static void fill_netns(struct usmc_reg_netns *n, struct fz *f)
 	n->naddrs = sel & 2 ? fz_u32(f) : fz_u8(f) % 6;
 	for (i = 0; i < MIN(n->naddrs, (uint32_t)6); i++)
 		pick_addr(f, &n->addrs[i]);
+	n->nmacs = sel & 4 ? fz_u32(f) : fz_u8(f) % 4;
+	for (i = 0; i < MIN(n->nmacs, (uint32_t)4); i++)
+		fz_bytes(f, n->macs[i], 6);
 	n->seq = pick_seq(f);
 }
 
@@ -262,11 +265,24 @@ static void check_reads(struct fz *f)
 		FZ_CHECK(!s || (s & 1), "listener_read refused a published record");
 	s = LOAD_RELAXED(&reg->ns[i % USMC_REG_NETNS].seq);
 	if (usmc_registry_netns_read(&reg->ns[i % USMC_REG_NETNS], &nc))
-		FZ_CHECK(s && !(s & 1) && nc.naddrs <= USMC_REG_ADDRS, "netns_read: seq %#llx naddrs %u",
-			 (unsigned long long)s, nc.naddrs);
+		FZ_CHECK(s && !(s & 1) && nc.naddrs <= USMC_REG_ADDRS && nc.nmacs <= USMC_REG_MACS,
+			 "netns_read: seq %#llx naddrs %u nmacs %u", (unsigned long long)s, nc.naddrs,
+			 nc.nmacs);
 	else
-		FZ_CHECK(!s || (s & 1) || reg->ns[i % USMC_REG_NETNS].naddrs > USMC_REG_ADDRS,
+		FZ_CHECK(!s || (s & 1) || reg->ns[i % USMC_REG_NETNS].naddrs > USMC_REG_ADDRS ||
+			 reg->ns[i % USMC_REG_NETNS].nmacs > USMC_REG_MACS,
 			 "netns_read refused a published record");
+	/* Route truth's lookup over whatever the records hold (ASan/UBSan). */
+	{
+		const struct usmc_reg_netns *n = &reg->ns[i % USMC_REG_NETNS];
+		uint8_t mac[6];
+
+		if (fz_u8(f) & 1 && n->nmacs && n->nmacs <= USMC_REG_MACS)
+			memcpy(mac, n->macs[fz_u8(f) % n->nmacs], 6);
+		else
+			fz_bytes(f, mac, 6);
+		(void)usmc_registry_netns_has_mac(n->netns, mac);
+	}
 }
 
 static void check_gc(void)
