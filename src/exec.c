@@ -23,6 +23,7 @@
  */
 #include "adopt.h"
 #include "af_usmc.h"
+#include "export.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "log.h"
@@ -30,9 +31,9 @@
 #include "rundir.h"
 #include "sandbox.h"
 #include "scm_peer.h"
-#include "stdstream.h"
 #include "sock.h"
 #include "stats.h"
+#include "stdstream.h"
 #include "sys.h"
 
 #include <dlfcn.h>
@@ -353,8 +354,6 @@ static void exec_undo(struct exec_ctx *c, char **env)
 	c->buf = NULL;
 	errno = saved;
 }
-
-#define EXPORT __attribute__((visibility("default")))
 
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
 static int (*real_fexecve)(int, char *const[], char *const[]);

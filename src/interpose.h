@@ -9,13 +9,12 @@
 #define USMC_INTERPOSE_H
 
 #include "af_usmc.h"
+#include "export.h"
 #include "real.h"
 #include "sock.h"
 
 #include <errno.h>
 #include <sys/types.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 /* Set once every entry of real is filled (usmc_real_init). */
 extern _Atomic int usmc_real_ready __attribute__((visibility("hidden")));

@@ -39,6 +39,7 @@
 #include "sandbox.h"
 #include "af_usmc.h"
 #include "epoll_int.h"
+#include "export.h"
 #include "fdtab.h"
 #include "log.h"
 #include "options.h"
@@ -55,8 +56,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 static pthread_mutex_t enter_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -30,6 +30,7 @@
  * clients must not make them.
  */
 #include "af_usmc.h"
+#include "export.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "scm_peer.h"
@@ -40,8 +41,6 @@
 #include <pthread.h>
 #include <spawn.h>
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
 
 /* dup2 (source descriptor), close and closefrom (first descriptor) file
  * actions of live posix_spawn_file_actions_t objects, whatever the numbers

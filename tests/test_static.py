@@ -1,6 +1,8 @@
 """Static analysis of the library and the CLI: clang-tidy (checks and the
 reasons for the ones left out are in .clang-tidy) and cppcheck must report
-nothing.  `make lint` is the same run by hand."""
+nothing.  `make lint` is the same run by hand.  The local includes of src/
+form no cycle, and EXPORT is defined in one place."""
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,3 +41,42 @@ def test_cppcheck_clean():
                         "src/", "cli/"],
                        cwd=REPO, capture_output=True, text=True, timeout=550)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+
+
+def _include_cycles():
+    """Cycles in the graph of src/'s files and the local headers they
+    include (#include "x.h")."""
+    graph = {}
+    for f in sorted((REPO / "src").glob("*.[ch]")):
+        graph[f.name] = re.findall(r'^#include "([^"]+)"', f.read_text(), re.M)
+    cycles, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in graph.get(u, []):
+            if state.get(v) == "open":
+                cycles.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for u in graph:
+        if u not in state:
+            visit(u)
+    return cycles, graph
+
+
+def test_include_graph_has_no_cycle():
+    cycles, graph = _include_cycles()
+    assert cycles == [], "include cycles: %s" % cycles
+    # The check sees the tree: every header is somebody's include.
+    assert "sock.h" in graph and any("sock.h" in incs for incs in graph.values())
+
+
+def test_one_export_definition():
+    """EXPORT (the interposed entry points' visibility) is defined once."""
+    defs = [f.name for f in (REPO / "src").glob("*.[ch]")
+            if re.search(r"^#define EXPORT\b", f.read_text(), re.M)]
+    assert defs == ["export.h"], defs
