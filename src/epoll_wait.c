@@ -102,6 +102,30 @@ uint32_t ep_reg_due(const struct usmc_epreg *r)
 }
 
 /*
+ * The peer moved the connection to TCP (migrate.c): the rings may have
+ * nothing to report, but the record must be collected (its refresh
+ * follows the peer: our unread bytes go to it on TCP, its bytes come
+ * there) before this thread sleeps.  The peer rings our doorbell after
+ * raising the flag, answering only an arm it saw: an arm after that must
+ * see the flag (seq_cst: the fence in usmc_arm() against the one in
+ * usmc_ring_lines()), or both would wait for the other for ever.
+ */
+static bool reg_peer_moved(const struct usmc_epreg *r)
+{
+	const struct usmc_sock *sk = r->sk;
+	uint32_t m = sk_mode(sk);
+
+	return (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED) && sk->tx_c &&
+	       (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE);
+}
+
+/* Due, or to be looked at: what arming and the watch list check. */
+static bool reg_wants_look(const struct usmc_epreg *r)
+{
+	return ep_reg_due(r) || reg_peer_moved(r);
+}
+
+/*
  * Report r: its due events, and what it has seen, both from the same
  * look.  Seen must not be newer than the events reported: a send that
  * ran out of room after our look at the ring, counted as seen, would
@@ -272,14 +296,14 @@ static void push_due(struct usmc_ep *ep, bool armed_too)
 		ep_due_answered(ep);
 	for (r = ep->regs; r; r = r->ep_next)
 		if (r->translated && !r->disabled && !r->on_ready && (armed_too || !r->armed) &&
-		    ep_reg_due(r))
+		    reg_wants_look(r))
 			ep_ready_push(r);
 }
 
 bool ep_arm(struct usmc_epreg *r)
 {
 	r->arm_what = (uint8_t)reg_what(r);
-	return usmc_arm_seq(r->sk, r->arm_what, r->arm_seq) && ep_reg_due(r);
+	return usmc_arm_seq(r->sk, r->arm_what, r->arm_seq) && reg_wants_look(r);
 }
 
 /*
@@ -305,7 +329,7 @@ bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
 		/* Armed already, no doorbell seen since: news since then rang
 		 * it, and the kernel tells in which order. */
 		if (r->armed) {
-			if (pending && !*pending && ep_reg_due(r))
+			if (pending && !*pending && reg_wants_look(r))
 				*pending = true;
 			continue;
 		}
@@ -463,7 +487,7 @@ static void ep_watch_scan(struct usmc_ep *ep)
 			r->on_watch = false;
 			continue;
 		}
-		if (ep_reg_due(r)) {
+		if (reg_wants_look(r)) {
 			*pp = r->watch_next;
 			r->on_watch = false;
 			ep_ready_push(r);

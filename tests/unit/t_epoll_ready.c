@@ -14,6 +14,15 @@
  *   undecided_et   proposal (the client sends the CLC wake byte on TCP):
  *                  the wake byte is no event, the client's first byte is
  *                  one (level- and edge-triggered)
+ *   peer_moved     our request sits unread in the server's ring, our epoll
+ *                  instance has looked at the connection (nothing) but not
+ *                  armed, when the server moves it to TCP (O_ASYNC) and
+ *                  rings; then we wait for the answer: we must follow the
+ *                  move (our unread request goes to the server on TCP) and
+ *                  get EPOLLIN.  The rings have nothing to report and the
+ *                  ring answered no arm of ours: epoll slept, the server
+ *                  waited for the request (busybox httpd's child moves the
+ *                  same way by dup2 onto stdin: stdio)
  *   order          connections (and a pipe) that turn readable one after
  *                  another are reported in that order, in one epoll_wait
  *                  and across calls of two events each; those still ready
@@ -23,6 +32,8 @@
  */
 #include "t_util.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 
 #define NOEV_MS		100	/* "no event" means none within this long */
@@ -326,10 +337,66 @@ static void check_undecided_et(void)
 	undecided(EPOLLET);
 }
 
+/* ---- peer_moved ----------------------------------------------------------- */
+
+struct moved_srv {
+	int s, sync;
+};
+
+/* The server: move to TCP, then read the request (it can only come on
+ * TCP now) and answer it. */
+static void *moved_server(void *arg)
+{
+	struct moved_srv *m = arg;
+	char b[8];
+
+	t_ok(fcntl(m->s, F_SETFL, fcntl(m->s, F_GETFL) | O_ASYNC));
+	t_write_all(m->sync, "m", 1);
+	t_read_all(m->s, b, 3);
+	t_assert(!memcmp(b, "req", 3), "request");
+	t_write_all(m->s, "resp", 4);
+	return NULL;
+}
+
+static void check_peer_moved(void)
+{
+	struct moved_srv m;
+	struct epoll_event ev[4];
+	pthread_t th;
+	int c, s, sync[2], ep, n;
+	char b[8];
+
+	signal(SIGIO, SIG_IGN);
+	t_pair_smc(&c, &s);
+	t_write_all(c, "req", 3);	/* into the server's ring, unread */
+	ep = ep_new();
+	ep_add(ep, c, EPOLLIN, 7);
+	/* Looked at without sleeping: nothing, and not armed. */
+	t_assert(ep_wait(ep, ev, 4, 0) == 0, "an event before the move");
+	t_ok(pipe(sync));
+	m.s = s;
+	m.sync = sync[1];
+	t_assert(!pthread_create(&th, NULL, moved_server, &m), "pthread_create");
+	t_read_all(sync[0], b, 1);	/* moved, and it rang: nobody had armed */
+	n = ep_wait(ep, ev, 4, EV_MS);
+	t_assert(n == 1 && ev[0].data.u64 == 7 && (ev[0].events & EPOLLIN),
+		 "epoll_wait after the peer moved: %d event(s)", n);
+	t_read_all(c, b, 4);
+	t_assert(!memcmp(b, "resp", 4), "answer");
+	t_assert(!pthread_join(th, NULL), "pthread_join");
+	close(ep);
+	close(sync[0]);
+	close(sync[1]);
+	close(c);
+	close(s);
+	t_tcp_conns = 2;	/* async_io there, peer_moved_to_tcp here */
+}
+
 static const struct t_check checks[] = {
 	{ "connect_edge", check_connect_edge },
 	{ "full_edge", check_full_edge },
 	{ "order", check_order },
+	{ "peer_moved", check_peer_moved },
 	{ "undecided", check_undecided },
 	{ "undecided_et", check_undecided_et },
 };
