@@ -522,7 +522,7 @@ INTERNAL ssize_t io_sendfile(int out, int in, off_t *off, size_t count)
 	sk = usmc_fd_get(out);
 	if (likely(!sk))
 		return real.sendfile(out, in, off, count);
-	r = sk_is_smc_path(sk) ? usmc_tx_from_fd(sk, out, in, off, count) : USMC_PASS;
+	r = sk_is_smc_path(sk) ? usmc_tx_from_fd(sk, out, in, off, count, false) : USMC_PASS;
 	if (r == USMC_PASS) {
 		r = real.sendfile(out, in, off, count);
 		usmc_tcp_count(sk, r, true);
@@ -553,7 +553,7 @@ EXPORT ssize_t splice(int in, off_t *off_in, int out, off_t *off_out, size_t len
 	si = usmc_fd_get(in);
 	so = usmc_fd_get(out);
 	if (so && sk_is_smc_path(so) && !off_in)
-		r = usmc_tx_from_fd(so, out, in, NULL, len);
+		r = usmc_tx_from_fd(so, out, in, NULL, len, flags & SPLICE_F_NONBLOCK);
 	else if (si && sk_is_smc_path(si) && !off_out)
 		r = usmc_rx_to_fd(si, in, out, len, (int)flags);
 	if (r == USMC_PASS)

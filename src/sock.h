@@ -514,7 +514,8 @@ ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
 int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod);
 /* sendfile(2)/splice(2) helpers: move up to len bytes from in_fd into the ring. */
-ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len);
+ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len,
+			bool in_nonblock);
 ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags);
 /* Readiness of an SMC-path connection as poll(2) bits. */
 unsigned int usmc_sock_poll(struct usmc_sock *sk);

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
  * tx_lock; the lazy view's window starts again there (sock.h). */
@@ -620,11 +621,33 @@ moved:
 	return ret;
 }
 
-/* sendfile(2) into a shared-memory connection: read(2) straight into the DMB. */
-ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len)
+/*
+ * Input that can run dry without ending (a pipe, a socket): a splice
+ * returns what it moved once the input has nothing more at hand, and
+ * waits only while it moved nothing (not even then with in_nonblock:
+ * SPLICE_F_NONBLOCK), as the kernel's splice does.  True: stop reading.
+ */
+static bool input_dry(int in_fd, bool stream, bool in_nonblock, size_t done, int *rc)
 {
-	bool nonblock = sk_flag(sk, SKF_NONBLOCK), eof = false;
+	struct pollfd p = { .fd = in_fd, .events = POLLIN };
+
+	if (!stream || (!done && !in_nonblock))
+		return false;
+	if (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+		return false;
+	if (!done)
+		*rc = -EAGAIN;
+	return true;
+}
+
+/* sendfile(2) and splice(2) into a shared-memory connection: read(2)
+ * straight into the DMB. */
+ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len,
+			bool in_nonblock)
+{
+	bool nonblock = sk_flag(sk, SKF_NONBLOCK), eof = false, stream;
 	size_t done = 0;
+	struct stat st;
 	int rc;
 
 	if (unlikely(tx_depth) && tx_is_held(sk->sh))
@@ -633,6 +656,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 	usmc_sock_refresh(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
 		return tx_moved(sk, fd, nonblock, 0);
+	stream = !fstat(in_fd, &st) && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
 	rc = tx_lock(sk, false);
 	if (rc)
 		return rc;
@@ -686,6 +710,8 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 				return done ? (ssize_t)done : rc;
 			continue;
 		}
+		if (input_dry(in_fd, stream, in_nonblock, done, &rc))
+			break;
 		if (off) {
 			r = pread(in_fd, sk->tx_ring + (prod & (sk->size - 1)), n, *off);
 			if (r < 0)

@@ -9,6 +9,11 @@
  *   sendfile_nb       non-blocking socket, peer not reading: a short count or
  *                     EAGAIN, then everything arrives once the peer reads
  *   splice_in         pipe -> socket (a writer thread feeds the pipe)
+ *   splice_in_short   pipe -> socket asking for more than the pipe holds,
+ *                     its writer still open: what the pipe holds, at once
+ *                     (the kernel's splice does not wait to fill the count:
+ *                     it waited for ever); an empty pipe with
+ *                     SPLICE_F_NONBLOCK: EAGAIN
  *   splice_out        socket -> pipe (a reader thread drains the pipe);
  *                     an empty O_NONBLOCK socket: EAGAIN; SPLICE_F_NONBLOCK
  *                     alone still waits for the socket (it is about the
@@ -364,12 +369,42 @@ static void check_splice_out(void)
 	close(s);
 }
 
+static void check_splice_in_short(void)
+{
+	char buf[100];
+	int c, s, p[2];
+	ssize_t n;
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(p));
+	t_write_all(p[1], "splicedata", 10);
+	n = splice(p[0], NULL, c, NULL, sizeof(buf), 0);
+	t_assert(n == 10, "splice of a pipe holding 10 bytes, asked 100: %zd %s", n,
+		 n < 0 ? strerror(errno) : "");
+	t_recv_exact(s, "splicedata", 10);
+	n = splice(p[0], NULL, c, NULL, sizeof(buf), SPLICE_F_NONBLOCK);
+	t_assert(n < 0 && errno == EAGAIN, "SPLICE_F_NONBLOCK, empty pipe: %zd %s", n,
+		 n < 0 ? strerror(errno) : "");
+	t_write_all(p[1], "more", 4);
+	close(p[1]);
+	n = splice(p[0], NULL, c, NULL, sizeof(buf), 0);
+	t_assert(n == 4, "then 4 bytes: %zd", n);
+	n = splice(p[0], NULL, c, NULL, sizeof(buf), 0);
+	t_assert(n == 0, "writer closed, pipe empty: %zd", n);
+	t_recv_exact(s, "more", 4);
+	t_assert_smc(c);
+	close(p[0]);
+	close(c);
+	close(s);
+}
+
 static const struct t_check checks[] = {
 	{ "sendfile_off", check_sendfile_off },
 	{ "sendfile_pos", check_sendfile_pos },
 	{ "sendfile_range", check_sendfile_range },
 	{ "sendfile_nb", check_sendfile_nb },
 	{ "splice_in", check_splice_in },
+	{ "splice_in_short", check_splice_in_short },
 	{ "splice_out", check_splice_out },
 };
 
