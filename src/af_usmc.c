@@ -92,6 +92,14 @@ void usmc_sock_set_tcp(struct usmc_sock *sk, int reason)
 		 usmc_reason_desc(reason));
 }
 
+void usmc_conn_uncount(struct usmc_sock *sk)
+{
+	if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {
+		STAT_ADD(smc_conns, -1);
+		STAT_ADD(smc_client, -1);
+	}
+}
+
 void usmc_conn_established(struct usmc_sock *sk)
 {
 	char a[64], b[64];
@@ -369,11 +377,7 @@ static void route_check_connected(struct usmc_sock *sk)
 		    (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
 		    usmc_clc_withdraw(sk->ln, &sk->local)) {
 			sk_clear_flag(sk, SKF_WAKE_SEND);
-			/* Counted as shared memory when it proposed; it never was. */
-			if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {
-				STAT_ADD(smc_conns, -1);
-				STAT_ADD(smc_client, -1);
-			}
+			usmc_conn_uncount(sk);
 			usmc_conn_unbind_slot(sk, false);
 			usmc_sock_set_tcp(sk, USMC_R_UNCERTAIN);
 		}
@@ -699,6 +703,7 @@ void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 			sk->migrate_end = MIGRATE_END_UNKNOWN;
 			sk_set_mode(sk, USMC_MODE_MIGRATING);
 			STAT_INC(late_declines);
+			usmc_conn_uncount(sk);
 			usmc_dbg(1, "connect %s: declined by server (%s), queued bytes move to TCP",
 				 usmc_addr_str(&sk->peer, a, sizeof(a)), usmc_reason_name((int)r));
 		}

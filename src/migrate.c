@@ -421,11 +421,7 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 		return 0;
 	sk_set_flag(sk, SKF_WAKEBYTE | SKF_DECLINED);
 	STAT_INC(late_declines);
-	/* Counted as shared memory when it proposed; it never was. */
-	if (atomic_fetch_and(&sk->sh->flags, ~SKF_COUNTED) & SKF_COUNTED) {
-		STAT_ADD(smc_conns, -1);
-		STAT_ADD(smc_client, -1);
-	}
+	usmc_conn_uncount(sk);
 	STORE_RELAXED(&sk->sh->reason, (uint32_t)r);
 	sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
 	sk->migrate_end = MIGRATE_END_UNKNOWN;

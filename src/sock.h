@@ -461,6 +461,9 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
 /* Has the peer reset the connection?  Then so have we. */
 void usmc_sock_check_reset(struct usmc_sock *sk);
 void usmc_sock_set_tcp(struct usmc_sock *sk, int reason);
+/* A client counted as shared memory when it proposed, declined or taken
+ * back before it ever was: uncounted (once). */
+void usmc_conn_uncount(struct usmc_sock *sk);
 bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd);
 void usmc_sock_count_late(struct usmc_sock *sk, int fd);
 

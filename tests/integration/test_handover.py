@@ -274,5 +274,9 @@ def test_c_acceptor_worker(rundir, procs):
     # stay on shared memory (each checks its mode; decline is TCP by
     # design); only the plain-worker variants hand over to TCP.
     assert st["smc_conns"] >= 2 * 17, h.fmt_stat(st)
+    # A client whose queued proposal the handed-over listener declined
+    # (its answer in the slot) was counted on shared memory, never was
+    # there, and must be uncounted: both ends agree.
+    assert st["smc_client"] == st["smc_server"], h.fmt_stat(st)
     assert fb.get("handed_over", 0) >= 8, h.fmt_stat(st)
     assert fb.get("peer_moved_to_tcp", 0) >= 8, h.fmt_stat(st)
