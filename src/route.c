@@ -69,9 +69,13 @@ static int nl_ask(int s, struct nl_req *r, char *buf, size_t size, struct nlmsgh
 	if (n < 0)
 		return (int)n;
 	for (;;) {
+		/* The analyzer cannot see a raw recvfrom fill it. */
+		memset(buf, 0, size);
 		n = usmc_sys6(SYS_recvfrom, s, (long)buf, (long)size, 0, 0, 0);
 		if (n < 0)
 			return (int)n;
+		if (n == 0)
+			return -EIO;
 		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned long)n); h = NLMSG_NEXT(h, n)) {
 			if (h->nlmsg_seq != r->h.nlmsg_seq)
 				continue;

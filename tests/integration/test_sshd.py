@@ -176,21 +176,43 @@ def test_sshd_tcp_only(rundir, procs, sshd_dir):
     assert st["aborts"] == {}, h.fmt_stat(st)
 
 
+def stdio_tcp(st, n):
+    """n connections that went to TCP at sshd's dup2 onto stdin: each
+    moved (stdio + peer_moved_to_tcp, counted on shared memory at both
+    ends first) or declined (stdio at both ends, never on shared memory).
+    Returns how many moved."""
+    fb = st["tcp_fallback"]
+    assert set(fb) <= {"stdio", "peer_moved_to_tcp"}, h.fmt_stat(st)
+    moved = fb.get("peer_moved_to_tcp", 0)
+    assert fb.get("stdio", 0) + moved == 2 * n and moved <= n, h.fmt_stat(st)
+    assert st["tcp_conns"] == 2 * n, h.fmt_stat(st)
+    assert st["smc_client"] == st["smc_server"], h.fmt_stat(st)
+    return moved
+
+
 @pytest.mark.timeout(120, method="signal")
 @pytest.mark.parametrize("rexec", MODES)
 def test_sshd_usmc_client(rundir, procs, sshd_dir, rexec):
     sshd, port = start_sshd(procs, rundir, sshd_dir, rexec)
     run_session(procs, rundir, sshd_dir, port, True, "usmc")
-    want = {"stdio" if rexec else "sandboxed": 2, "peer_moved_to_tcp": 2}
+    if rexec:
+        # Re-exec'd: at the dup2 onto stdin, before the banners, each
+        # login moves to TCP (the client follows) or, its proposal not
+        # answered yet, is declined (the client learns stdio too).
+        st = rundir.settle(lambda s: s["tcp_conns"] >= 4)
+        assert_no_sigsys(sshd)
+        moved = stdio_tcp(st, 2)
+        assert st["smc_client"] == moved, h.fmt_stat(st)
+        assert st["handshake_errors"] == 0 and st["aborts"] == {}, h.fmt_stat(st)
+        return
+    want = {"sandboxed": 2, "peer_moved_to_tcp": 2}
     st = rundir.settle(lambda s: s["tcp_fallback"] == want and s["smc_server"] >= 2)
     assert_no_sigsys(sshd)
     # Each login: on shared memory for the banners, then moved to TCP by
-    # the privilege-separated child before its filter; re-exec'd, at the
-    # dup2 onto stdin, before the banners.
+    # the privilege-separated child before its filter.
     assert st["smc_client"] == 2 and st["smc_server"] == 2, h.fmt_stat(st)
     assert st["tcp_fallback"] == want, h.fmt_stat(st)
-    if not rexec:
-        assert st["tx_bytes"] > 0 and st["rx_bytes"] > 0, h.fmt_stat(st)
+    assert st["tx_bytes"] > 0 and st["rx_bytes"] > 0, h.fmt_stat(st)
     assert st["handshake_errors"] == 0 and st["aborts"] == {}, h.fmt_stat(st)
 
 
@@ -214,14 +236,20 @@ def test_sshd_local_forward(rundir, procs, sshd_dir, rexec, tmp_path):
                       timeout=60)
         assert p.text().startswith("OK %d" % n), p.diag()
     fwd.stop()
-    want = {"stdio" if rexec else "sandboxed": 1, "peer_moved_to_tcp": 1}
-    st = rundir.settle(lambda s: s["smc_server"] >= 5 and s["tcp_fallback"] == want)
-    assert_no_sigsys(sshd)
     # client -> ssh -L (2 connections) and sshd -> echo server (2): shared
-    # memory throughout; ssh <-> sshd: shared memory, then TCP (sandboxed,
-    # or stdio re-exec'd).
-    assert st["smc_client"] == 5 and st["smc_server"] == 5, h.fmt_stat(st)
-    assert st["tcp_fallback"] == want, h.fmt_stat(st)
+    # memory throughout; ssh <-> sshd: shared memory, then TCP (sandboxed;
+    # re-exec'd: stdio, moved or declined as in test_sshd_usmc_client).
+    if rexec:
+        st = rundir.settle(lambda s: s["smc_server"] >= 4 and s["tcp_conns"] >= 2)
+        assert_no_sigsys(sshd)
+        smc = stdio_tcp(st, 1)
+        assert st["smc_client"] == 4 + smc and st["smc_server"] == 4 + smc, h.fmt_stat(st)
+    else:
+        want = {"sandboxed": 1, "peer_moved_to_tcp": 1}
+        st = rundir.settle(lambda s: s["smc_server"] >= 5 and s["tcp_fallback"] == want)
+        assert_no_sigsys(sshd)
+        assert st["smc_client"] == 5 and st["smc_server"] == 5, h.fmt_stat(st)
+        assert st["tcp_fallback"] == want, h.fmt_stat(st)
     # Both directions of both forwarded streams crossed shared memory twice.
     assert st["tx_bytes"] >= 2 * 4 * n, h.fmt_stat(st)
     assert st["handshake_errors"] == 0, h.fmt_stat(st)
