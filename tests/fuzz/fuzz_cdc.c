@@ -581,7 +581,7 @@ static void app_sendfile(struct conn *c, struct fz *f)
 	ssize_t r;
 
 	memcpy(c->shadow, c->tx_ring, sk->size);
-	r = usmc_tx_from_fd(sk, c->tcp[0], src_fd, &off, len);
+	r = usmc_tx_from_fd(sk, c->tcp[0], src_fd, &off, len, false);
 	if (r > 0 && LOAD_RELAXED(&sk->sh->tx_prod) != v.prod)
 		FZ_CHECK(off == off0 + r, "sendfile: offset moved %lld for %zd bytes",
 			 (long long)(off - off0), r);
