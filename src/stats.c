@@ -200,12 +200,13 @@ static void fold_slot(struct usmc_stats_file *f, int i)
 		if (v)
 			atomic_fetch_add_explicit(&CTR(&f->totals)[k], v, memory_order_relaxed);
 	}
-	for (c = 0; c < USMC_STATS_CONNS; c++) {
+	for (c = 0; LOAD_ACQUIRE(&p->nconns) && c < USMC_STATS_CONNS; c++) {
 		struct usmc_stats_conn *e = &f->conns[c];
 
 		if (LOAD_ACQUIRE(&e->state) == 1 && e->proc == i)
 			STORE_RELEASE(&e->state, 0);
 	}
+	STORE_RELAXED(&p->nconns, 0);
 	p->pid = 0;
 	STORE_RELEASE(&p->state, 0);
 }
@@ -256,6 +257,7 @@ static int claim_slot(struct usmc_stats_file *f, int fd)
 		memset(&p->c, 0, sizeof(p->c));
 		memset(&p->base, 0, sizeof(p->base));
 		memset(p->ux_read, 0, sizeof(p->ux_read));
+		STORE_RELAXED(&p->nconns, 0);
 		p->pid = (uint32_t)usmc_getpid();
 		memset(p->comm, 0, sizeof(p->comm));
 		prctl(PR_GET_NAME, p->comm);
@@ -415,6 +417,7 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 		if (!atomic_compare_exchange_strong(&e->state, &free_, 2))
 			continue;
 		/* state 2: being filled; the caller publishes it with state 1 */
+		atomic_fetch_add(&f->procs[my_slot].nconns, 1);
 		e->proc = (uint16_t)my_slot;
 		e->pid = (uint32_t)usmc_getpid();
 		e->start_ns = realtime_ns();
@@ -429,8 +432,11 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 
 void usmc_stats_conn_free(struct usmc_stats_conn *c)
 {
-	if (c)
-		STORE_RELEASE(&c->state, 0);
+	struct usmc_stats_file *f = stats_file;
+
+	/* Released once: folding the owner's slot may have done it. */
+	if (c && atomic_exchange(&c->state, 0) && f && c->proc < USMC_STATS_PROCS)
+		atomic_fetch_sub(&f->procs[c->proc].nconns, 1);
 }
 
 struct usmc_stats_file *usmc_stats_map(void)

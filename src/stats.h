@@ -125,6 +125,10 @@ struct usmc_stats_proc {
 	struct usmc_counters base;	/* c at the last `usmc stat --reset`: the slot counts c - base */
 	_Atomic uint64_t ux_read[USMC_UX_READ];	/* socket inodes, 0 none; written by the owner */
 	_Atomic uint32_t ux_next;		/* next ux_read entry to overwrite */
+	_Atomic uint32_t nconns;		/* conns[] entries it holds: folding a slot
+						 * that held none skips the scan (a forked
+						 * child's exit scanned 2 MiB); anyone's word,
+						 * only ever a reason to scan or not */
 } __cacheline;
 
 struct usmc_stats_file {
