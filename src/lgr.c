@@ -70,8 +70,12 @@ static void lgr_free(struct usmc_lgr *l)
 /*
  * Can the owner hand out slot k again?  Only once the server side let go of
  * the previous generation, or nobody on the server side is alive any more.
+ * *alive caches that last answer for one scan of the slots (-1: not asked
+ * yet): it is the link group's, one system call, not one per slot (a
+ * client of a forking server found a dozen slots whose server children
+ * were still exiting, and asked for each).
  */
-static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t gen)
+static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t gen, int *alive)
 {
 	uint64_t ans = LOAD_ACQUIRE(&c->s.answer);
 	struct usmc_clc_ln *ln;
@@ -81,7 +85,9 @@ static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t 
 	if (CDC_ANS_GEN(ans) == gen) {
 		if (CDC_ANS_KIND(ans) == CDC_ANS_DECLINE)
 			return true;
-		return !l->dev->lgr_peer_alive(l);
+		if (*alive < 0)
+			*alive = l->dev->lgr_peer_alive(l);
+		return !*alive;
 	}
 	/* Not answered: the server may still match the proposal and read
 	 * what we queued (a closed client's last bytes), so the slot waits
@@ -95,6 +101,7 @@ static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t 
 /* Claim a slot in l; returns the slot or -1.  Caller holds a ref on l. */
 static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 {
+	int alive = -1;
 	uint32_t i;
 
 	for (i = 0; i < l->nslots; i++) {
@@ -104,7 +111,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 		if (st == SLOT_BUSY)
 			continue;
 		g = LOAD_RELAXED(&c->c.gen);
-		if (st == SLOT_DRAIN && !slot_reusable(l, c, g))
+		if (st == SLOT_DRAIN && !slot_reusable(l, c, g, &alive))
 			continue;
 		if (!atomic_compare_exchange_strong(&c->c.state, &st, SLOT_BUSY))
 			continue;
