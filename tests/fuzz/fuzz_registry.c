@@ -13,7 +13,8 @@
  *
  * Properties:
  *   - a record read is a published one (seq even, not 0), copied whole;
- *     a namespace record never names more than USMC_REG_ADDRS addresses;
+ *     a namespace record never names more than USMC_REG_ADDRS addresses
+ *     (nor USMC_REG_MACS link addresses);
  *   - match proposes (returns 0) only to a published record that certainly
  *     takes the connection: same port, bound to the destination or to the
  *     wildcard of its family, not SO_REUSEPORT, our version, a user the
@@ -181,7 +182,7 @@ static bool ns_has(uint64_t ns, const struct usmc_addr *a)
 
 		if (!s || n->netns != ns)
 			continue;
-		if ((s & 1) || n->naddrs > USMC_REG_ADDRS)
+		if ((s & 1) || n->naddrs > USMC_REG_ADDRS || n->nmacs > USMC_REG_MACS)
 			return false;
 		for (k = 0; k < n->naddrs; k++)
 			if (!memcmp(n->addrs[k].a, a->a, 16))
