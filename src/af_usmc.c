@@ -340,6 +340,19 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 }
 
 /*
+ * Take our proposal back while the server has not answered it (a server
+ * that answered did get us: then it stands).  Caller holds sk->lock.
+ */
+static bool proposal_take_back(struct usmc_sock *sk)
+{
+	uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+
+	return sk_mode(sk) == USMC_MODE_PROPOSED &&
+	       (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
+	       usmc_clc_withdraw(sk->ln, &sk->local);
+}
+
+/*
  * Route truth (route.c): a listener in another namespace is ours only if
  * the kernel sends our packets to one of that namespace's interfaces.
  * Looked at once connected, when the next hop is resolved.
@@ -368,19 +381,12 @@ static bool route_proven(struct usmc_sock *sk, uint64_t ns)
  */
 static void route_check_connected(struct usmc_sock *sk)
 {
-	uint64_t ans;
-
 	pthread_mutex_lock(&sk->lock);
-	if (sk->route_ns && !route_proven(sk, sk->route_ns)) {
-		ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
-		if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-		    (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
-		    usmc_clc_withdraw(sk->ln, &sk->local)) {
-			sk_clear_flag(sk, SKF_WAKE_SEND);
-			usmc_conn_uncount(sk);
-			usmc_conn_unbind_slot(sk, false);
-			usmc_sock_set_tcp(sk, USMC_R_UNCERTAIN);
-		}
+	if (sk->route_ns && !route_proven(sk, sk->route_ns) && proposal_take_back(sk)) {
+		sk_clear_flag(sk, SKF_WAKE_SEND);
+		usmc_conn_uncount(sk);
+		usmc_conn_unbind_slot(sk, false);
+		usmc_sock_set_tcp(sk, USMC_R_UNCERTAIN);
 	}
 	sk->route_ns = 0;
 	pthread_mutex_unlock(&sk->lock);
@@ -573,17 +579,13 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	bool moved = false;
-	uint64_t ans;
 
 	if (sk->role != 'C' || sk_mode(sk) != USMC_MODE_PROPOSED)
 		return false;
 	if (real.poll(&p, 1, 0) != 1 || !(p.revents & POLLERR))
 		return false;
 	pthread_mutex_lock(&sk->lock);
-	ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
-	if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-	    (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
-	    usmc_clc_withdraw(sk->ln, &sk->local)) {
+	if (proposal_take_back(sk)) {
 		sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
 		usmc_conn_unbind_slot(sk, false);
 		usmc_sock_set_tcp(sk, USMC_R_NONE);
