@@ -18,7 +18,6 @@
 #include "options.h"
 #include "real.h"
 #include "registry.h"
-#include "route.h"
 #include "rundir.h"
 #include "sock.h"
 #include "sys.h"
@@ -343,53 +342,13 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
  * Take our proposal back while the server has not answered it (a server
  * that answered did get us: then it stands).  Caller holds sk->lock.
  */
-static bool proposal_take_back(struct usmc_sock *sk)
+bool usmc_proposal_take_back(struct usmc_sock *sk)
 {
 	uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
 
 	return sk_mode(sk) == USMC_MODE_PROPOSED &&
 	       (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
 	       usmc_clc_withdraw(sk->ln, &sk->local);
-}
-
-/*
- * Route truth (route.c): a listener in another namespace is ours only if
- * the kernel sends our packets to one of that namespace's interfaces.
- * Looked at once connected, when the next hop is resolved.
- */
-static bool route_proven(struct usmc_sock *sk, uint64_t ns)
-{
-	uint8_t mac[6];
-	int rc;
-
-	if (!ns)
-		return true;
-	rc = usmc_route_nexthop_mac(&sk->peer, mac);
-	if (!rc && usmc_registry_netns_has_mac(ns, mac))
-		return true;
-	usmc_dbg(1, "fd %d: the route to the listener's namespace is not proven (%s)", sk->fd0,
-		 rc ? strerror(-rc) : "next hop not one of its interfaces");
-	return false;
-}
-
-/*
- * A non-blocking connect that completed to somewhere the route does not
- * prove: take the proposal back before any byte or wake byte follows it
- * (a server that answered it already did get us: then it stands).  Under
- * sk->lock: another thread settling the same connect waits for the
- * verdict before it sends the wake byte.
- */
-static void route_check_connected(struct usmc_sock *sk)
-{
-	pthread_mutex_lock(&sk->lock);
-	if (sk->route_ns && !route_proven(sk, sk->route_ns) && proposal_take_back(sk)) {
-		sk_clear_flag(sk, SKF_WAKE_SEND);
-		usmc_conn_uncount(sk);
-		usmc_conn_unbind_slot(sk, false);
-		usmc_sock_set_tcp(sk, USMC_R_UNCERTAIN);
-	}
-	sk->route_ns = 0;
-	pthread_mutex_unlock(&sk->lock);
 }
 
 /* The wake byte: see clc.h.  Sent once, after the proposal landed. */
@@ -464,7 +423,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	else if (!reason)
 		reason = USMC_R_INTERNAL;
 	/* Connected already: the route is known before we propose. */
-	if (!reason && !rc && !route_proven(sk, sk->route_ns))
+	if (!reason && !rc && !usmc_route_proven(sk, sk->route_ns))
 		reason = USMC_R_UNCERTAIN;
 	if (!rc)
 		sk->route_ns = 0;
@@ -536,7 +495,7 @@ static int connect_settle(struct usmc_sock *sk, int fd, unsigned int revents)
 		if (!(revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
-		route_check_connected(sk);
+		usmc_route_check_connected(sk);
 		usmc_client_send_wake(sk, fd);
 		return 0;
 	}
@@ -585,7 +544,7 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 	if (real.poll(&p, 1, 0) != 1 || !(p.revents & POLLERR))
 		return false;
 	pthread_mutex_lock(&sk->lock);
-	if (proposal_take_back(sk)) {
+	if (usmc_proposal_take_back(sk)) {
 		sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
 		usmc_conn_unbind_slot(sk, false);
 		usmc_sock_set_tcp(sk, USMC_R_NONE);

@@ -31,6 +31,14 @@ struct usmc_clc_ln;
 /* listener.c: the index another holder published for listening socket fd
  * (a reference, and its record in *reg_idx), or NULL. */
 struct usmc_clc_ln *usmc_listen_find(int fd, int *reg_idx);
+/* Take back a proposal the server has not answered (caller holds sk->lock). */
+bool usmc_proposal_take_back(struct usmc_sock *sk);
+/* route_check.c: is the listener's namespace ns where the kernel sends us?
+ * (true when ns is 0: ours) */
+bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns);
+/* route_check.c: a non-blocking connect completed: a route not proven takes
+ * the proposal back (uncertain_route).  Takes sk->lock. */
+void usmc_route_check_connected(struct usmc_sock *sk);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk, int fd);
