@@ -12,6 +12,7 @@
  */
 #include "af_usmc.h"
 #include "clc.h"
+#include "clc_bind.h"
 #include "fdtab.h"
 #include "log.h"
 #include "options.h"
@@ -41,6 +42,15 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	reason = usmc_clc_prop_check(p, &sk->peer);
 	if (reason)
 		return reason;
+	/* Our address: the listener's, unless it was bound to a wildcard. */
+	if (usmc_addr_is_any(&sk->local) && !getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
+	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
+		sk->local = srv;
+	/* Only the holder of the client end proposes for it (clc_bind.c). */
+	if (!usmc_bind_peer_marked(&sk->local, &sk->peer, USMC_BIND_DECIDED)) {
+		usmc_dbg(1, "accept fd %d: a proposal the client end did not make", fd);
+		return USMC_R_UNBOUND;
+	}
 	reason = usmc_conn_resources(sk, fd);
 	if (reason)
 		return reason;
@@ -59,10 +69,6 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		return USMC_R_INTERNAL;
 	}
 	c = usmc_lgr_ctrl(l, p->slot);
-	/* Our address: the listener's, unless it was bound to a wildcard. */
-	if (usmc_addr_is_any(&sk->local) && !getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
-	    !usmc_addr_from_sa(&srv, (struct sockaddr *)&ss, sslen))
-		sk->local = srv;
 	/* The control block must describe exactly this connection. */
 	/* (A client that already closed left the slot draining: still ours.) */
 	if (LOAD_ACQUIRE(&c->c.gen) != p->gen || LOAD_RELAXED(&c->c.state) == SLOT_FREE ||
@@ -78,6 +84,13 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 			 (unsigned long long)p->lgr_id, strerror(-rc));
 		usmc_lgr_put(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+	}
+	/* The client takes our accept only from a server end that says we
+	 * decided (clc_bind.c): marked before the answer exists. */
+	if (usmc_bind_mark(fd, USMC_BIND_DECIDED)) {
+		usmc_conn_unbind_slot(sk, false);
+		STAT_INC(handshake_errors);
+		return USMC_R_INTERNAL;
 	}
 	/* Ready: take the proposal.  Lost only to the client withdrawing
 	 * (it saw TCP bytes), which then goes on over TCP by itself. */
@@ -147,7 +160,11 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 {
 	if (!reason) {
 		reason = server_accept(sk, fd, p);
-		if (reason && reason != USMC_R_WITHDRAWN) {
+		if (reason == USMC_R_UNBOUND) {
+			/* Posted by someone else: consumed without a decline
+			 * byte, and no wake byte will come from the client. */
+			usmc_clc_answer(sk->ln, &p->client, reason);
+		} else if (reason && reason != USMC_R_WITHDRAWN) {
 			int lost = server_decline(sk->ln, fd, p, reason);
 
 			if (lost < 0)
@@ -157,7 +174,7 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 		}
 		/* Either way a client we made wait sent (or will send) one
 		 * wake byte. */
-		if (p->wake)
+		if (p->wake && reason != USMC_R_UNBOUND)
 			sk_set_flag(sk, SKF_WAKEBYTE);
 		if (!reason) {
 			if (!installed)
@@ -236,6 +253,8 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 	/* The kernel copies SO_LINGER to the sockets a listener accepts. */
 	if (sk_flag(lsk, SKF_LINGER0))
 		sk_set_flag(sk, SKF_LINGER0);
+	/* ... and the inet options (clc_bind.c). */
+	sk_set_flag(sk, LOAD_RELAXED(&lsk->sh->flags) & (SKF_APP_NOPORT | SKF_APP_RFC4884));
 
 	if (!lsk->lst) {
 		reason = usmc_policy_check(lsk->bound.port, NULL);

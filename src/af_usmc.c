@@ -338,30 +338,6 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 	return 0;
 }
 
-/*
- * Take our proposal back while the server has not answered it (a server
- * that answered did get us: then it stands).  Caller holds sk->lock.
- */
-bool usmc_proposal_take_back(struct usmc_sock *sk)
-{
-	uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
-
-	return sk_mode(sk) == USMC_MODE_PROPOSED &&
-	       (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
-	       usmc_clc_withdraw(sk->ln, &sk->local);
-}
-
-/* The wake byte: see clc.h.  Sent once, after the proposal landed. */
-void usmc_client_send_wake(struct usmc_sock *sk, int fd)
-{
-	static const char wake = 0;
-
-	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND) {
-		real.send(fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		STAT_INC(wake_bytes);
-	}
-}
-
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct usmc_clc_ln *ln = NULL;
@@ -422,9 +398,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_addr_from_sa(&sk->local, (struct sockaddr *)&ss, sslen);
 	else if (!reason)
 		reason = USMC_R_INTERNAL;
-	/* Connected already: the route is known before we propose. */
-	if (!reason && !rc && !usmc_route_proven(sk, sk->route_ns))
-		reason = USMC_R_UNCERTAIN;
+	/* Connected already: route and server end are known before we propose. */
+	if (!reason)
+		reason = usmc_connect_check(sk, fd, !rc);
 	if (!rc)
 		sk->route_ns = 0;
 	if (!reason) {
@@ -495,7 +471,7 @@ static int connect_settle(struct usmc_sock *sk, int fd, unsigned int revents)
 		if (!(revents & (POLLOUT | POLLHUP)))
 			return -EINPROGRESS;
 		sk_clear_flag(sk, SKF_CONNECTING);
-		usmc_route_check_connected(sk);
+		usmc_connect_check_done(sk);
 		usmc_client_send_wake(sk, fd);
 		return 0;
 	}
@@ -602,6 +578,7 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 
 void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 {
+	bool unbound = false;
 	uint64_t ans;
 	char a[64];
 
@@ -653,7 +630,9 @@ void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		if (CDC_ANS_KIND(ans) == CDC_ANS_ACCEPT) {
-			usmc_conn_established(sk);
+			unbound = !usmc_accept_proven(sk);
+			if (!unbound)
+				usmc_conn_established(sk);
 		} else {
 			unsigned int r = CDC_ANS_REASON(ans);
 
@@ -670,6 +649,11 @@ void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 		}
 	}
 	pthread_mutex_unlock(&sk->lock);
+	/* Every byte we queued goes to whoever holds the server end, on TCP. */
+	if (unbound) {
+		usmc_conn_uncount(sk);
+		usmc_conn_to_tcp(sk, fd, USMC_R_UNBOUND);
+	}
 }
 
 void usmc_sock_check_reset(struct usmc_sock *sk)

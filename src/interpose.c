@@ -9,6 +9,7 @@
  */
 #include "interpose.h"
 #include "af_usmc.h"
+#include "clc_bind.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
@@ -591,6 +592,12 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	int err;
 
 	ENSURE_REAL(getsockopt);
+	if (unlikely(usmc_bind_is_mark_option(level, name)) && val && len &&
+	    (sk = usmc_fd_get(fd))) {
+		err = usmc_bind_getsockopt(sk, fd, name, val, len);
+		usmc_sock_put(sk);
+		return err;
+	}
 	if (level != SOL_SOCKET || name != SO_ERROR || !val || !len || *len < sizeof(int))
 		return real.getsockopt(fd, level, name, val, len);
 	sk = usmc_fd_get(fd);
@@ -620,6 +627,11 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 	ENSURE_REAL(setsockopt);
 	rc = real.setsockopt(fd, level, name, val, len);
+	if (unlikely(usmc_bind_is_mark_option(level, name)) && !rc && (sk = usmc_fd_get(fd))) {
+		usmc_bind_setsockopt(sk, fd, name, val, len);
+		usmc_sock_put(sk);
+		return rc;
+	}
 	if (rc || (level != SOL_SOCKET && (level != IPPROTO_TCP ||
 					   (name != TCP_DEFER_ACCEPT && name != TCP_FASTOPEN_CONNECT))))
 		return rc;

@@ -47,6 +47,7 @@
  * (usmc_sock_detach_local).
  */
 #include "af_usmc.h"
+#include "clc_bind.h"
 #include "fdtab.h"
 #include "log.h"
 #include "options.h"
@@ -144,6 +145,14 @@ static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
 			rec.flags |= USMC_REG_F_V6ONLY;
 	}
 	usmc_registry_publish_addrs(true);
+	/* Before anyone can find the record: every socket the kernel
+	 * accepts from now on carries the mark clients look for. */
+	rc = usmc_bind_mark(fd, USMC_BIND_LISTENER);
+	if (rc) {
+		not_registered(sk, rc);
+		usmc_clc_ln_put(ln);
+		return;
+	}
 	/* usmc_registry_add() first drops the dead records of this port: a
 	 * server restarted on the same address, or a child that listens again
 	 * on the socket its dead predecessor served (Varnish's cache child),

@@ -355,6 +355,11 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 		usmc_family_unlock(&sk->sh->tx_lock);
 		return -EIO;
 	}
+	if (sk_mode(sk) != m) {		/* another thread moved it meanwhile */
+		usmc_family_unlock(&sk->sh->rx_lock);
+		usmc_family_unlock(&sk->sh->tx_lock);
+		return 0;
+	}
 	/* Shedding descriptors (shed.c) moves only a connection whose peer
 	 * read all of ours: looked at here, under tx_lock, so no send slips
 	 * in and leave_exchange never waits for room on TCP inside the
@@ -377,10 +382,14 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	 * loaded now: a peer still reading drops what it reads beyond it
 	 * (it sees our flag: it had not raised its own before our load of
 	 * it, or its cons is final and this is it).  A proposal not yet
-	 * answered keeps the old rule: the server reads the ring. */
+	 * answered keeps the old rule: the server reads the ring.  One
+	 * answered by someone who does not hold the server end (unbound):
+	 * all of it, from the start (a proposed ring is never reused, tx.c);
+	 * a usmc server that took it after all drops what it read. */
 	end = LOAD_RELAXED(&sk->sh->tx_prod);
 	from = m == USMC_MODE_SMCD ? ring_head(LOAD_ACQUIRE(&sk->tx_c->cons),
-					       LOAD_RELAXED(&sk->sh->tx_skip), end) : end;
+					       LOAD_RELAXED(&sk->sh->tx_skip), end) :
+	       reason == USMC_R_UNBOUND ? 0 : end;
 	if (!ring_valid(end, from, sk->size))
 		from = end;	/* a broken peer: nothing of ours for it */
 	STORE_RELAXED(&sk->tx_p->mig_from, from);

@@ -23,18 +23,12 @@
  * Two netlink requests on cross-namespace connects only; raw system calls
  * (the library's wrappers must not see this socket).
  */
+#include "nl.h"
 #include "route.h"
-#include "sys.h"
 
 #include <linux/neighbour.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#define NL_BUF	8192
 
 struct nl_req {
 	struct nlmsghdr h;
@@ -53,50 +47,6 @@ static void nl_attr(struct nl_req *r, unsigned short type, const void *data, siz
 	a->rta_len = (unsigned short)RTA_LENGTH(len);
 	memcpy(RTA_DATA(a), data, len);
 	r->h.nlmsg_len = NLMSG_ALIGN(r->h.nlmsg_len) + RTA_ALIGN(a->rta_len);
-}
-
-/* Send r, receive its answer into buf: 0 with *out set, or -errno (the
- * kernel's error for the request). */
-static int nl_ask(int s, struct nl_req *r, char *buf, size_t size, struct nlmsghdr **out)
-{
-	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
-	struct nlmsghdr *h;
-	long n;
-
-	r->h.nlmsg_flags = NLM_F_REQUEST;
-	r->h.nlmsg_seq = 1;
-	n = usmc_sys6(SYS_sendto, s, (long)r, r->h.nlmsg_len, 0, (long)&k, sizeof(k));
-	if (n < 0)
-		return (int)n;
-	for (;;) {
-		/* The analyzer cannot see a raw recvfrom fill it. */
-		memset(buf, 0, size);
-		n = usmc_sys6(SYS_recvfrom, s, (long)buf, (long)size, 0, 0, 0);
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -EIO;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned long)n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_seq != r->h.nlmsg_seq)
-				continue;
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				const struct nlmsgerr *e = NLMSG_DATA(h);
-
-				return e->error ? e->error : -ENOENT;
-			}
-			*out = h;
-			return 0;
-		}
-	}
-}
-
-/* The first attribute of this type among those at a (len bytes), or NULL. */
-static const struct rtattr *attr_find(const struct rtattr *a, long len, unsigned short type)
-{
-	for (; RTA_OK(a, len); a = RTA_NEXT(a, len))
-		if (a->rta_type == type)
-			return a;
-	return NULL;
 }
 
 /* The route to dst: its interface (returned) and next hop (hop, 16
@@ -118,7 +68,7 @@ static int route_nexthop(int s, struct nl_req *r, char *buf, const struct usmc_a
 	*hoplen = v4 ? 4 : 16;
 	memcpy(hop, v4 ? dst->a + 12 : dst->a, *hoplen);
 	nl_attr(r, RTA_DST, hop, *hoplen);
-	rc = nl_ask(s, r, buf, NL_BUF, &h);
+	rc = usmc_nl_ask(s, &r->h, buf, USMC_NL_BUF, &h);
 	if (rc)
 		return rc;
 	if (h->nlmsg_type != RTM_NEWROUTE)
@@ -126,8 +76,8 @@ static int route_nexthop(int s, struct nl_req *r, char *buf, const struct usmc_a
 	rt = NLMSG_DATA(h);
 	if (rt->rtm_type != RTN_UNICAST)
 		return -ENETUNREACH;
-	a = attr_find(RTM_RTA(rt), (long)RTM_PAYLOAD(h), RTA_OIF);
-	gw = attr_find(RTM_RTA(rt), (long)RTM_PAYLOAD(h), RTA_GATEWAY);
+	a = usmc_nl_attr(RTM_RTA(rt), (long)RTM_PAYLOAD(h), RTA_OIF);
+	gw = usmc_nl_attr(RTM_RTA(rt), (long)RTM_PAYLOAD(h), RTA_GATEWAY);
 	if (!a || RTA_PAYLOAD(a) < sizeof(uint32_t))
 		return -ENOENT;
 	if (gw) {
@@ -153,7 +103,7 @@ static int neigh_lladdr(int s, struct nl_req *r, char *buf, int ifindex, const u
 	r->nd.ndm_family = hoplen == 4 ? AF_INET : AF_INET6;
 	r->nd.ndm_ifindex = ifindex;
 	nl_attr(r, NDA_DST, hop, hoplen);
-	rc = nl_ask(s, r, buf, NL_BUF, &h);
+	rc = usmc_nl_ask(s, &r->h, buf, USMC_NL_BUF, &h);
 	if (rc)
 		return rc;
 	if (h->nlmsg_type != RTM_NEWNEIGH)
@@ -161,7 +111,7 @@ static int neigh_lladdr(int s, struct nl_req *r, char *buf, int ifindex, const u
 	nd = NLMSG_DATA(h);
 	if (!(nd->ndm_state & (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT)))
 		return -EAGAIN;		/* not resolved: no answer yet */
-	a = attr_find((const struct rtattr *)((char *)nd + NLMSG_ALIGN(sizeof(*nd))),
+	a = usmc_nl_attr((const struct rtattr *)((char *)nd + NLMSG_ALIGN(sizeof(*nd))),
 		      (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd))), NDA_LLADDR);
 	if (!a || RTA_PAYLOAD(a) != 6)
 		return -ENOENT;
@@ -171,18 +121,17 @@ static int neigh_lladdr(int s, struct nl_req *r, char *buf, int ifindex, const u
 
 int usmc_route_nexthop_mac(const struct usmc_addr *dst, uint8_t mac[6])
 {
-	char buf[NL_BUF] __attribute__((aligned(8)));
+	char buf[USMC_NL_BUF] __attribute__((aligned(8)));
 	struct nl_req r;
 	uint8_t hop[16];
 	size_t hoplen;
 	int s, oif, rc;
 
-	s = (int)usmc_sys6(SYS_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE,
-			   0, 0, 0);
+	s = usmc_nl_open(NETLINK_ROUTE);
 	if (s < 0)
 		return s;
 	oif = route_nexthop(s, &r, buf, dst, hop, &hoplen);
 	rc = oif > 0 ? neigh_lladdr(s, &r, buf, oif, hop, hoplen, mac) : oif < 0 ? oif : -ENOENT;
-	sys_close(s);
+	usmc_nl_close(s);
 	return rc;
 }

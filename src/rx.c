@@ -49,7 +49,7 @@ static void ring_to_iov(struct iov_wcursor *ic, const uint8_t *ring, uint32_t si
 static int rx_empty_state(struct usmc_sock *sk)
 {
 	uint32_t f = LOAD_ACQUIRE(&sk->sh->flags);
-	uint32_t pf = LOAD_ACQUIRE(&sk->rx_p->flags);
+	uint32_t pf = usmc_unproven(sk) ? 0 : LOAD_ACQUIRE(&sk->rx_p->flags);
 
 	if (pf & CDC_F_ABORT && !(f & SKF_ABORTED)) {
 		usmc_sock_abort(sk, USMC_A_PEER_RESET);
@@ -212,7 +212,9 @@ migrating:
 		/* After a reset TCP still hands out what had arrived, then the
 		 * error; a corrupted ring is never read again, and an invalid
 		 * view is never read at all, whatever reset came first. */
-		if (unlikely(!usmc_rx_view(sk, &head, &prod))) {
+		if (usmc_unproven(sk)) {
+			head = prod = LOAD_RELAXED(&sk->sh->rx_cons);
+		} else if (unlikely(!usmc_rx_view(sk, &head, &prod))) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			prod = head;
 		}
@@ -407,7 +409,9 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 	for (;;) {
 		uint64_t head, prod;
 
-		if (!usmc_rx_view(sk, &head, &prod)) {
+		if (usmc_unproven(sk)) {
+			head = prod = LOAD_RELAXED(&sk->sh->rx_cons);
+		} else if (!usmc_rx_view(sk, &head, &prod)) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			prod = head;
 		}

@@ -60,6 +60,8 @@ enum usmc_sock_kind {
 #define SKF_RESENT	0x800000	/* our ring bytes went out on TCP: a reset for them first (migrate.c) */
 #define SKF_TFO		0x1000000	/* TCP_FASTOPEN_CONNECT: connect() sends no SYN, the first write does */
 #define SKF_LOWAT	0x2000000	/* SO_RCVLOWAT above 1 (sh->rcvlowat) */
+#define SKF_APP_NOPORT	0x4000000	/* the program set IP_BIND_ADDRESS_NO_PORT (clc_bind.c) */
+#define SKF_APP_RFC4884	0x8000000	/* the program set IP_RECVERR_RFC4884 (clc_bind.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -232,6 +234,20 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 
 	*prod = p;
 	return ring_view(cons, skip, p, sk->size, head);
+}
+
+/*
+ * A proposed client reads nothing from its ring, takes no end-of-stream or
+ * reset from it, and reuses none of the ring's space, until the server's
+ * accept is proven (clc_proof.c): until then anyone could have written
+ * there, and everything it queued may still have to go to TCP, from the
+ * first byte (migrate.c).  An honest server writes nothing before its
+ * accept.  Readiness is not held back: a call that acts looks at the
+ * answer first.
+ */
+static inline bool usmc_unproven(const struct usmc_sock *sk)
+{
+	return unlikely(sk_mode(sk) == USMC_MODE_PROPOSED);
 }
 
 /*

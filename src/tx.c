@@ -30,6 +30,19 @@ static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
 	sk->sh->tx_cons_at = *prod;
 }
 
+/* Proposed: the ring is never reused before the accept is proven (sock.h
+ * usmc_unproven), whatever its reader's line says: our bytes count from
+ * the first one, cursor 0 (no rewind comes before a reuse).  True with
+ * that view.  Caller holds tx_lock. */
+static bool tx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	if (!usmc_unproven(sk))
+		return false;
+	*head = 0;
+	*prod = LOAD_RELAXED(&sk->sh->tx_prod);
+	return true;
+}
+
 /* A send ran out of room: an edge-triggered EPOLLOUT is due once there is
  * room again (epoll_wait.c's reg_news).  Caller holds tx_lock. */
 static void tx_nospace(struct usmc_sock *sk)
@@ -548,7 +561,8 @@ moved:
 		}
 		/* cons pairs with the reader's release store; want SIZE_MAX
 		 * is never met by an old cons: load it */
-		if (unlikely(!usmc_tx_view_lazy(sk, &head, &prod, fresh ? SIZE_MAX : total - done))) {
+		if (unlikely(!tx_unproven(sk, &head, &prod) &&
+			     !usmc_tx_view_lazy(sk, &head, &prod, fresh ? SIZE_MAX : total - done))) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
 		}
@@ -691,7 +705,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		}
 		if (rc)
 			break;
-		if (!usmc_tx_view(sk, &head, &prod)) {
+		if (!tx_unproven(sk, &head, &prod) && !usmc_tx_view(sk, &head, &prod)) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			continue;
 		}

@@ -97,6 +97,11 @@ static const struct {
 				    "glibc's stdio reads and writes it past usmc",
 				    "works on TCP; a server that keeps its connections off "
 				    "descriptors 0-2 (and off fdopen) is accelerated" },
+	[USMC_R_UNBOUND]	= { "unbound", "the other end of the TCP connection is not held by the usmc "
+				    "process that spoke for it: a record, proposal or answer in the "
+				    "runtime directory came from another process",
+				    "another process of the user writes into the runtime directory; "
+				    "usmc run -R DIR gives a program a directory of its own" },
 };
 
 const char *usmc_reason_name(int r)

@@ -67,8 +67,11 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 	if (mode == USMC_MODE_PROPOSED) {
 		uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
 
-		if (CDC_ANS_GEN(ans) == sk->gen && CDC_ANS_KIND(ans) != CDC_ANS_NONE)
-			return true;
+		/* Nothing in the ring counts before the answer (usmc_unproven);
+		 * our own shutdown does. */
+		return (CDC_ANS_GEN(ans) == sk->gen && CDC_ANS_KIND(ans) != CDC_ANS_NONE) ||
+		       ((what & USMC_WAIT_RX) && (f & SKF_SHUT_RD)) ||
+		       ((what & USMC_WAIT_TX) && (f & SKF_SHUT_WR));
 	}
 	if (what & USMC_WAIT_RX) {
 		uint64_t head, prod;

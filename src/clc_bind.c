@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/*
+ * clc_bind.c - the CLC decision bound to the TCP connection.
+ *
+ * Discovery and the handshake live in files of the runtime directory, and
+ * every process of the user can write those: a neighbour could publish a
+ * record for a port it does not own (a plain server's), answer the
+ * proposals made to it and take the client's bytes, or post a proposal for
+ * a connection it does not hold.  Only the kernel knows which process holds
+ * which end of a TCP connection.  So every step that trusts the other end
+ * is checked against a mark that only a holder of that end can set: an
+ * option on the socket itself, which the kernel reports to anyone in the
+ * namespace who asks sock_diag (NETLINK_SOCK_DIAG) for that exact 4-tuple
+ * (INET_DIAG_SOCKOPT, Linux 5.10):
+ *
+ *   USMC_BIND_LISTENER  IP_BIND_ADDRESS_NO_PORT, set on a usmc listener;
+ *                       the kernel copies it to every socket the listener
+ *                       accepts.  A client proposes, and sends a wake byte
+ *                       (clc.h), only to a server end that carries it.
+ *   USMC_BIND_DECIDED   IP_RECVERR_RFC4884.  A client sets it on its socket
+ *                       before it proposes, and a server takes a proposal
+ *                       only from a client end that carries it; a server
+ *                       sets it on the accepted socket before it answers
+ *                       accept, and a client takes an accept only from a
+ *                       server end that carries it.
+ *
+ * Both options are inert where we set them (the port is bound already; TCP
+ * queues no ICMP errors for the error queue, so the extension format is
+ * never used), no program sets them on a TCP socket, and getsockopt shows
+ * a program the value it set itself (interpose.c).
+ *
+ * A lookup that finds no such connection in our namespace means the other
+ * end lives in another one (route.c proved which): the kernel cannot tell
+ * us there, and the runtime directory the namespaces share is trusted, as
+ * docs/containers.md says.  One netlink request per check.
+ */
+#include "clc_bind.h"
+#include "nl.h"
+
+#include <linux/inet_diag.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "real.h"
+#include "sock.h"
+
+#ifndef IP_RECVERR_RFC4884
+#define IP_RECVERR_RFC4884	26
+#endif
+
+static int mark_option(int mark)
+{
+	return mark == USMC_BIND_LISTENER ? IP_BIND_ADDRESS_NO_PORT : IP_RECVERR_RFC4884;
+}
+
+int usmc_bind_mark(int fd, int mark)
+{
+	static const int one = 1;
+
+	/* SOL_IP on an AF_INET6 socket too: the option lives in the IPv4
+	 * part every inet socket has, which is what sock_diag reports. */
+	return real.setsockopt(fd, SOL_IP, mark_option(mark), &one, sizeof(one)) ? -errno : 0;
+}
+
+bool usmc_bind_is_mark_option(int level, int name)
+{
+	return level == SOL_IP && (name == IP_BIND_ADDRESS_NO_PORT || name == IP_RECVERR_RFC4884);
+}
+
+static uint32_t app_flag(int name)
+{
+	return name == IP_BIND_ADDRESS_NO_PORT ? SKF_APP_NOPORT : SKF_APP_RFC4884;
+}
+
+/* After the kernel answered (its errors and its length rules): the
+ * program's own value, an int or, asked for less, one byte. */
+int usmc_bind_getsockopt(struct usmc_sock *sk, int fd, int name, void *val, socklen_t *len)
+{
+	int v = sk_flag(sk, app_flag(name)) ? 1 : 0;
+
+	if (real.getsockopt(fd, SOL_IP, name, val, len))
+		return -1;
+	if (*len >= sizeof(int))
+		*(int *)val = v;
+	else if (*len == 1)
+		*(unsigned char *)val = (unsigned char)v;
+	return 0;
+}
+
+/* The kernel took the program's value: remember it, and put our mark
+ * back where we keep one (a listener that published, a connection). */
+void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len)
+{
+	int v = len >= sizeof(int) ? *(const int *)val : len ? *(const unsigned char *)val : 0;
+
+	if (v)
+		sk_set_flag(sk, app_flag(name));
+	else
+		sk_clear_flag(sk, app_flag(name));
+	if (name == IP_BIND_ADDRESS_NO_PORT && sk->kind == SK_LISTEN && sk->lst) {
+		usmc_bind_mark(fd, USMC_BIND_LISTENER);
+	} else if (name == IP_RECVERR_RFC4884 && sk->kind == SK_CONN) {
+		usmc_bind_mark(fd, USMC_BIND_DECIDED);
+	} else if (name == IP_RECVERR_RFC4884 && sk->kind == SK_LISTEN && v) {
+		static const int zero = 0;
+
+		/* Never on a listener: the sockets it accepts would say they
+		 * decided before they did.  They show it (accept.c). */
+		real.setsockopt(fd, SOL_IP, name, &zero, sizeof(zero));
+	}
+}
+
+static bool sockopt_has(const struct inet_diag_sockopt *o, int mark)
+{
+	return mark == USMC_BIND_LISTENER ? o->bind_address_no_port : o->recverr_rfc4884;
+}
+
+/* Ask for the socket whose own address is src and whose peer is dst (dst
+ * port 0: the listener on src).  1 / 0 as usmc_bind_peer_marked, or
+ * -EAGAIN: a connection not yet accepted (no socket options to report). */
+static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst, int mark)
+{
+	struct {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 r;
+	} q;
+	char buf[USMC_NL_BUF] __attribute__((aligned(8)));
+	bool v4 = usmc_addr_is_v4(src) && (!dst->port || usmc_addr_is_v4(dst));
+	const struct inet_diag_msg *m;
+	const struct rtattr *a;
+	struct nlmsghdr *h;
+	int rc;
+
+	memset(&q, 0, sizeof(q));
+	q.h.nlmsg_len = sizeof(q);
+	q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	q.r.sdiag_family = v4 ? AF_INET : AF_INET6;
+	q.r.sdiag_protocol = IPPROTO_TCP;
+	q.r.idiag_states = ~0u;
+	q.r.id.idiag_sport = htons(src->port);
+	q.r.id.idiag_dport = htons(dst->port);
+	memcpy(q.r.id.idiag_src, v4 ? src->a + 12 : src->a, v4 ? 4 : 16);
+	if (dst->port)
+		memcpy(q.r.id.idiag_dst, v4 ? dst->a + 12 : dst->a, v4 ? 4 : 16);
+	q.r.id.idiag_cookie[0] = q.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	rc = usmc_nl_ask(s, &q.h, buf, sizeof(buf), &h);
+	if (rc)
+		return rc;
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+		return -EPROTO;
+	m = NLMSG_DATA(h);
+	/* The exact connection (a lookup falls back to a listener on src). */
+	if (m->id.idiag_sport != htons(src->port) || m->id.idiag_dport != htons(dst->port))
+		return -ENOENT;
+	if (m->idiag_state == TCP_SYN_RECV && dst->port)
+		return -EAGAIN;
+	a = usmc_nl_attr((const struct rtattr *)(m + 1), (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m))),
+			 INET_DIAG_SOCKOPT);
+	if (!a || RTA_PAYLOAD(a) < sizeof(struct inet_diag_sockopt))
+		return -EOPNOTSUPP;	/* a kernel before 5.10 */
+	return sockopt_has(RTA_DATA(a), mark);
+}
+
+int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark)
+{
+	struct usmc_addr any = *local;
+	int s, rc;
+
+	s = usmc_nl_open(NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return s;
+	rc = diag_ask(s, peer, local, mark);
+	/* Not accepted yet: its listener's mark is the one it will have. */
+	if (rc == -EAGAIN && mark == USMC_BIND_LISTENER) {
+		any.port = 0;
+		rc = diag_ask(s, peer, &any, mark);
+	} else if (rc == -EAGAIN) {
+		rc = 0;		/* nobody accepted it: nobody answered it */
+	}
+	usmc_nl_close(s);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clc_bind.h - the CLC decision bound to the TCP connection (clc_bind.c).
+ */
+#ifndef USMC_CLC_BIND_H
+#define USMC_CLC_BIND_H
+
+#include "usmc.h"
+
+#include <sys/socket.h>
+
+enum usmc_bind_mark {
+	/* On a usmc listener, and so on every socket it accepts (the kernel
+	 * copies it): the server end belongs to a usmc server. */
+	USMC_BIND_LISTENER = 1,
+	/* On a client socket before it proposes; on an accepted socket
+	 * before the server answers accept. */
+	USMC_BIND_DECIDED = 2,
+};
+
+/* Put mark on our socket fd: 0 or -errno. */
+int usmc_bind_mark(int fd, int mark);
+/* Is this one of the options our marks use?  Then the program sees, and
+ * keeps, the value it set itself (interpose.c calls these). */
+bool usmc_bind_is_mark_option(int level, int name);
+struct usmc_sock;
+int usmc_bind_getsockopt(struct usmc_sock *sk, int fd, int name, void *val, socklen_t *len);
+void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len);
+
+/*
+ * Does the other end of our connection local -> peer carry mark?  1 yes,
+ * 0 no (a plain program holds it, or a usmc one that did not decide), or
+ * -ENOENT: that end is not in our network namespace (the kernel routed the
+ * connection elsewhere, or it is gone), or another -errno: the kernel
+ * could not be asked.  Only 0 is proof of a forgery.
+ */
+int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark);
+
+#endif

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+/*
+ * clc_proof.c - what a client proves before its proposal stands: the
+ * kernel routes the connection into the listener's namespace (route.c,
+ * with the interfaces the registry lists), and the connection's server
+ * end belongs to a usmc listener, as the kernel reports it (clc_bind.c);
+ * and, before it takes an accept, that the holder of that end decided.
+ * Taking a proposal back, and the one wake byte, live here too.
+ */
+#include "af_usmc.h"
+#include "clc_bind.h"
+#include "log.h"
+#include "registry.h"
+#include "real.h"
+#include "route.h"
+#include "sock.h"
+
+#include <string.h>
+
+/*
+ * Route truth (route.c): a listener in another namespace is ours only if
+ * the kernel sends our packets to one of that namespace's interfaces.
+ * Looked at once connected, when the next hop is resolved.
+ */
+static bool route_proven(struct usmc_sock *sk, uint64_t ns)
+{
+	uint8_t mac[6];
+	int rc;
+
+	if (!ns)
+		return true;
+	rc = usmc_route_nexthop_mac(&sk->peer, mac);
+	if (!rc && usmc_registry_netns_has_mac(ns, mac))
+		return true;
+	usmc_dbg(1, "fd %d: the route to the listener's namespace is not proven (%s)", sk->fd0,
+		 rc ? strerror(-rc) : "next hop not one of its interfaces");
+	return false;
+}
+
+/* The server end carries mark, or is where the kernel cannot tell us
+ * (another namespace): only a plain "no" is proof against it. */
+static bool server_end_marked(struct usmc_sock *sk, int mark)
+{
+	int rc = usmc_bind_peer_marked(&sk->local, &sk->peer, mark);
+	char a[64];
+
+	if (rc)
+		return true;
+	usmc_dbg(1, "fd %d: the server end of %s is not a usmc %s: a record or answer we did not "
+		 "get from it", sk->fd0, usmc_addr_str(&sk->peer, a, sizeof(a)),
+		 mark == USMC_BIND_LISTENER ? "listener's" : "server's that accepted us");
+	return false;
+}
+
+int usmc_connect_check(struct usmc_sock *sk, int fd, bool connected)
+{
+	if (connected && !route_proven(sk, sk->route_ns))
+		return USMC_R_UNCERTAIN;
+	if (connected && !server_end_marked(sk, USMC_BIND_LISTENER))
+		return USMC_R_UNBOUND;
+	/* Ours, before the proposal exists: the server takes it only from
+	 * a client end that carries it. */
+	return usmc_bind_mark(fd, USMC_BIND_DECIDED) ? USMC_R_INTERNAL : 0;
+}
+
+/*
+ * A non-blocking connect completed: a route not proven, or a server end
+ * that no usmc listener holds, takes the proposal back before any byte or
+ * wake byte follows it (a server that answered it already did get us:
+ * then it stands, and its answer is checked as any).  Under sk->lock:
+ * another thread settling the same connect waits for the verdict before
+ * it sends the wake byte.
+ */
+void usmc_connect_check_done(struct usmc_sock *sk)
+{
+	int reason = 0;
+
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
+		reason = !route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
+			 !server_end_marked(sk, USMC_BIND_LISTENER) ? USMC_R_UNBOUND : 0;
+	}
+	if (reason && usmc_proposal_take_back(sk)) {
+		sk_clear_flag(sk, SKF_WAKE_SEND);
+		usmc_conn_uncount(sk);
+		usmc_conn_unbind_slot(sk, false);
+		usmc_sock_set_tcp(sk, reason);
+	}
+	sk->route_ns = 0;
+	pthread_mutex_unlock(&sk->lock);
+}
+
+bool usmc_accept_proven(struct usmc_sock *sk)
+{
+	return server_end_marked(sk, USMC_BIND_DECIDED);
+}
+
+/*
+ * Take our proposal back while the server has not answered it (a server
+ * that answered did get us: then it stands).  Caller holds sk->lock.
+ */
+bool usmc_proposal_take_back(struct usmc_sock *sk)
+{
+	uint64_t ans = LOAD_ACQUIRE(&sk->ctrl->s.answer);
+
+	return sk_mode(sk) == USMC_MODE_PROPOSED &&
+	       (CDC_ANS_GEN(ans) != sk->gen || CDC_ANS_KIND(ans) == CDC_ANS_NONE) &&
+	       usmc_clc_withdraw(sk->ln, &sk->local);
+}
+
+/* The wake byte: see clc.h.  Sent once, after the proposal landed. */
+void usmc_client_send_wake(struct usmc_sock *sk, int fd)
+{
+	static const char wake = 0;
+
+	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND) {
+		real.send(fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		STAT_INC(wake_bytes);
+	}
+}
