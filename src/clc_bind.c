@@ -41,11 +41,13 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "real.h"
 #include "sock.h"
+#include "sys.h"
 
 #ifndef IP_RECVERR_RFC4884
 #define IP_RECVERR_RFC4884	26
@@ -164,12 +166,55 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
 	return sockopt_has(RTA_DATA(a), mark);
 }
 
+/*
+ * One sock_diag socket per process, among usmc's own descriptors (ifd.c),
+ * so a check costs a request and not a socket (a third of the time).  A
+ * fork child closes its copy of the parent's and opens its own on first
+ * use: sharing one would mix the two processes' answers.
+ * A thread that finds it in use (or a signal handler that interrupted its
+ * user) takes a socket of its own for the one request.
+ */
+static int diag_fd = -1;
+static pid_t diag_pid;
+static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int diag_get(void)
+{
+	int s;
+
+	if (pthread_mutex_trylock(&diag_lock))
+		return usmc_nl_open(NETLINK_SOCK_DIAG);
+	if (diag_fd >= 0 && diag_pid == usmc_getpid())
+		return diag_fd;		/* held until diag_put() */
+	if (diag_fd >= 0)
+		usmc_ifd_close(diag_fd);	/* our copy of a parent's */
+	diag_fd = -1;
+	s = usmc_nl_open(NETLINK_SOCK_DIAG);
+	if (s >= 0) {
+		usmc_ifd_mark(s);
+		s = usmc_ifd_move_high(s, false);
+		diag_fd = s;
+		diag_pid = usmc_getpid();
+	}
+	if (s < 0)
+		pthread_mutex_unlock(&diag_lock);
+	return s;
+}
+
+static void diag_put(int s)
+{
+	if (s == diag_fd)
+		pthread_mutex_unlock(&diag_lock);
+	else
+		usmc_nl_close(s);
+}
+
 int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark)
 {
 	struct usmc_addr any = *local;
 	int s, rc;
 
-	s = usmc_nl_open(NETLINK_SOCK_DIAG);
+	s = diag_get();
 	if (s < 0)
 		return s;
 	rc = diag_ask(s, peer, local, mark);
@@ -180,6 +225,6 @@ int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr 
 	} else if (rc == -EAGAIN) {
 		rc = 0;		/* nobody accepted it: nobody answered it */
 	}
-	usmc_nl_close(s);
+	diag_put(s);
 	return rc;
 }

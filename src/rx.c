@@ -250,7 +250,8 @@ migrating:
 			goto migrating;
 		}
 		rc = rx_empty_state(sk);
-		if (rc == 1 && !avail && usmc_rx_view(sk, &head, &prod) && prod != head &&
+		if (rc == 1 && !avail && !usmc_unproven(sk) && usmc_rx_view(sk, &head, &prod) &&
+		    prod != head &&
 		    LOAD_RELAXED(&sk->sh->abort) != USMC_A_PROTOCOL)
 			continue;	/* the last bytes landed just before DONE */
 		if (rc <= 0) {

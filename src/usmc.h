@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #define USMC_VERSION_STR	"0.1.0"
-#define USMC_PROTO_VERSION	12	/* shared-memory format generation */
+#define USMC_PROTO_VERSION	13	/* shared-memory format generation */
 
 /*
  * The runtime directory's shared files carry the format in their names, so

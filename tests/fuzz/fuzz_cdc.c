@@ -116,6 +116,30 @@ static struct view peer_view(const struct usmc_cdc_prod *p, const struct usmc_cd
 	return view_at(p, c, false);
 }
 
+/*
+ * A proposed client (sock.h usmc_unproven) looks at none of the peer's
+ * lines until its accept is proven: it sends from its first byte without
+ * reuse (cursor 0) and reads nothing.  Taken before a call; the mode after
+ * it says whether the call used it (a call looks at the answer before it
+ * touches the ring).
+ */
+static struct view unproven_view(const struct view *v, bool tx)
+{
+	struct view u = *v;
+
+	u.cons = u.head = tx ? 0 : LOAD_RELAXED(&sk->sh->rx_cons);
+	if (!tx)
+		u.prod = u.head;
+	u.ok = true;
+	return u;
+}
+
+static void if_unproven(struct view *v, const struct view *u)
+{
+	if (sk_mode(sk) == USMC_MODE_PROPOSED)
+		*v = *u;
+}
+
 static uint32_t mask(void)
 {
 	return sk->size - 1;
@@ -431,12 +455,13 @@ static void app_rx(struct conn *c, struct fz *f)
 	size_t total = fz_u16(f) % (2 * sk->size + 2), cut = total ? fz_u16(f) % (total + 1) : 0;
 	uint8_t *buf = malloc(total + 1);
 	struct iovec iov[2] = { { buf, cut }, { buf + cut, total - cut } };
-	struct view v = view_of(sk->rx_p, sk->rx_c);
+	struct view v = view_of(sk->rx_p, sk->rx_c), pv = unproven_view(&v, false);
 	uint32_t flags0 = LOAD_RELAXED(&sk->sh->flags);
 	bool strict = strict_mode(), peek = fl[sel & 3] & MSG_PEEK;
 	ssize_t r;
 
 	r = usmc_rx(sk, c->tcp[0], iov, sel & 4 ? 2 : 1, fl[sel & 3] | MSG_DONTWAIT);
+	if_unproven(&v, &pv);
 	if (!(sel & 4))
 		total = cut;
 	FZ_CHECK(r == USMC_PASS || r <= (ssize_t)total, "read %zd of %zu", r, total);
@@ -455,12 +480,13 @@ static void app_rx(struct conn *c, struct fz *f)
 static void app_splice(struct conn *c, struct fz *f)
 {
 	uint8_t buf[65536];
-	struct view v = view_of(sk->rx_p, sk->rx_c);
+	struct view v = view_of(sk->rx_p, sk->rx_c), pv = unproven_view(&v, false);
 	uint32_t flags0 = LOAD_RELAXED(&sk->sh->flags);
 	bool strict = strict_mode();
 	ssize_t r, n;
 
 	r = usmc_rx_to_fd(sk, c->tcp[0], pipe_fd[1], fz_u16(f), SPLICE_F_NONBLOCK);
+	if_unproven(&v, &pv);
 	n = read(pipe_fd[0], buf, sizeof(buf));
 	if (n < 0)
 		n = 0;
@@ -556,6 +582,7 @@ static void app_tx(struct conn *c, struct fz *f)
 	struct iovec iov[2] = { { buf, cut }, { buf + cut, total - cut } };
 	size_t want = sel & 1 ? total : cut;
 	struct view v = view_of(sk->tx_p, sk->tx_c), u = sender_view(&v, want);
+	struct view pv = unproven_view(&v, true);
 	uint32_t flags0 = LOAD_RELAXED(&sk->sh->flags);
 	bool strict = strict_mode();
 	ssize_t r;
@@ -565,6 +592,8 @@ static void app_tx(struct conn *c, struct fz *f)
 		buf[i] = (uint8_t)(c->tx_seq + i) ^ 0xa5;
 	memcpy(c->shadow, c->tx_ring, sk->size);
 	r = usmc_tx(sk, c->tcp[0], iov, sel & 1 ? 2 : 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if_unproven(&v, &pv);
+	if_unproven(&u, &pv);
 	if (r > 0)
 		c->tx_seq += (uint32_t)r;
 	check_tx(c, &u, &v, flags0, strict, want, r, buf, "send");
@@ -575,13 +604,14 @@ static void app_sendfile(struct conn *c, struct fz *f)
 {
 	off_t off = fz_u16(f) % MAX_RING, off0 = off;
 	size_t len = fz_u16(f) % (2 * sk->size + 2);
-	struct view v = view_of(sk->tx_p, sk->tx_c);
+	struct view v = view_of(sk->tx_p, sk->tx_c), pv = unproven_view(&v, true);
 	uint32_t flags0 = LOAD_RELAXED(&sk->sh->flags);
 	bool strict = strict_mode();
 	ssize_t r;
 
 	memcpy(c->shadow, c->tx_ring, sk->size);
 	r = usmc_tx_from_fd(sk, c->tcp[0], src_fd, &off, len, false);
+	if_unproven(&v, &pv);
 	if (r > 0 && LOAD_RELAXED(&sk->sh->tx_prod) != v.prod)
 		FZ_CHECK(off == off0 + r, "sendfile: offset moved %lld for %zd bytes",
 			 (long long)(off - off0), r);
