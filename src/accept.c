@@ -56,7 +56,9 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		return reason;
 	rc = usmc_lgr_attach(p->lgr_id, &l);
 	if (rc) {
-		STAT_INC(handshake_errors);
+		/* A user the policy does not allow is a decision, not an error. */
+		if (rc != -EPERM && rc != -EACCES)
+			STAT_INC(handshake_errors);
 		usmc_dbg(1, "accept fd %d: cannot attach link group %016llx: %s", fd,
 			 (unsigned long long)p->lgr_id, strerror(-rc));
 		return rc == -EPERM || rc == -EACCES ? USMC_R_PERMISSION :
@@ -100,7 +102,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	}
 	c->s.pid = (uint32_t)usmc_getpid();
 	/* The answer; pairs with the acquire load in usmc_sock_refresh(). */
-	STORE_RELEASE(&c->s.answer, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
+	cdc_answer(&c->s, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
 	usmc_conn_established(sk);
 	/* The client may already sleep on its first read. */
 	usmc_kick_data(sk);
@@ -143,7 +145,7 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 		if (LOAD_ACQUIRE(&c->c.gen) == p->gen) {
 			queued = LOAD_ACQUIRE(&c->c2s_p.prod) != 0;
 			closed = LOAD_ACQUIRE(&c->s2c_c.flags) & CDC_F_CLOSED;
-			STORE_RELEASE(&c->s.released_gen, p->gen);
+			cdc_release_gen(&c->s, p->gen);
 		}
 	}
 	usmc_lgr_put(l);

@@ -12,6 +12,7 @@
  * failing ends on TCP with a counted reason.
  */
 #include "af_usmc.h"
+#include "clc_bind.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
@@ -154,9 +155,9 @@ static void rcvbuf_publish(struct usmc_sock *sk)
 
 	if (!v || !sk->rx_c)
 		return;
-	STORE_RELAXED(&sk->rx_c->rcvbuf, v);
+	cdc_pub_rcvbuf(sk->rx_c, v);
 	/* Release: the value before the flag (usmc_tx_cap_slow's acquire). */
-	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_RCVLIM, memory_order_release);
+	cdc_cons_flags(sk->rx_c, CDC_F_RCVLIM, memory_order_release);
 	usmc_kick_space(sk);	/* it may have grown: a sender waiting for room */
 }
 
@@ -372,6 +373,10 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
+	/* Our mark before the SYN (clc_bind.c): the server takes our
+	 * proposal only from a client end that carries it. */
+	if (!reason && usmc_bind_mark(fd, USMC_BIND_DECIDED))
+		reason = USMC_R_INTERNAL;
 	/* Announced before the SYN: a server that must decide first waits
 	 * for our proposal instead of missing it (clc.c, wait_connecting). */
 	cslot = !reason && ln ? usmc_clc_connect_begin(ln, l->id, &epoch) : -1;
@@ -398,9 +403,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		usmc_addr_from_sa(&sk->local, (struct sockaddr *)&ss, sslen);
 	else if (!reason)
 		reason = USMC_R_INTERNAL;
-	/* Connected already: route and server end are known before we propose. */
-	if (!reason)
-		reason = usmc_connect_check(sk, fd, !rc);
+	/* Connected already: the route is known before we propose. */
+	if (!reason && !rc && !usmc_route_proven(sk, sk->route_ns))
+		reason = USMC_R_UNCERTAIN;
 	if (!rc)
 		sk->route_ns = 0;
 	if (!reason) {
@@ -447,8 +452,10 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	}
 	usmc_dbg(2, "connect fd %d: proposal posted (link group %016llx slot %u gen %u)",
 		 fd, (unsigned long long)sk->lgr->id, sk->slot, sk->gen);
-	if (!rc)
+	if (!rc) {
+		usmc_connect_check_done(sk);
 		usmc_client_send_wake(sk, fd);
+	}
 	errno = err;
 	return rc;
 }
@@ -676,8 +683,8 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 	STAT_INC(aborts[abort_reason]);
 	if (sk->tx_p) {
 		/* Tell the peer: RST in both directions. */
-		atomic_fetch_or(&sk->tx_p->flags, CDC_F_ABORT);
-		atomic_fetch_or(&sk->rx_c->flags, CDC_F_ABORT | CDC_F_CLOSED);
+		cdc_prod_flags(sk->tx_p, CDC_F_ABORT, memory_order_seq_cst);
+		cdc_cons_flags(sk->rx_c, CDC_F_ABORT | CDC_F_CLOSED, memory_order_seq_cst);
 		if (sk->lgr)
 			usmc_ring_peer(sk);
 	}
@@ -715,7 +722,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		if (sk->role == 'C' && (mode == USMC_MODE_MIGRATING || sk_flag(sk, SKF_DECLINED)))
 			attached = false;
 		if (sk->role == 'S')
-			STORE_RELEASE(&sk->ctrl->s.released_gen, sk->gen);
+			cdc_release_gen(&sk->ctrl->s, sk->gen);
 		usmc_conn_unbind_slot(sk, attached);
 	}
 	if (sk->ln)

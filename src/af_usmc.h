@@ -33,12 +33,12 @@ struct usmc_clc_ln;
 struct usmc_clc_ln *usmc_listen_find(int fd, int *reg_idx);
 /* Take back a proposal the server has not answered (caller holds sk->lock). */
 bool usmc_proposal_take_back(struct usmc_sock *sk);
-/* clc_proof.c: before a client's proposal stands, once connected: the
- * kernel routes it into the listener's namespace, and a usmc listener holds
- * its server end; then our own mark (clc_bind.c).  0 or the reason. */
-int usmc_connect_check(struct usmc_sock *sk, int fd, bool connected);
-/* The same for a non-blocking connect that completed: takes the proposal
- * back when not proven (uncertain_route, unbound).  Takes sk->lock. */
+/* clc_proof.c: is the listener's namespace ns where the kernel sends us?
+ * (true when ns is 0: ours) */
+bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns);
+/* Once connected with the proposal posted: a route not proven, or a server
+ * end no usmc listener holds, takes the proposal back (uncertain_route,
+ * unbound).  Takes sk->lock. */
 void usmc_connect_check_done(struct usmc_sock *sk);
 /* An accept in our control block: did the holder of the server end give it? */
 bool usmc_accept_proven(struct usmc_sock *sk);

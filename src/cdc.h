@@ -140,6 +140,100 @@ static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
 	STORE_RELAXED(&c->space_rung_ns, 0);
 }
 
+/*
+ * -- publishing ------------------------------------------------------------
+ *
+ * The only stores into a shared line (tests/test_static.py checks): a
+ * device whose memory the peer does not map (RDMA) sends these, and only
+ * these, to the peer's copy of the line.  Memory orders as the cursor
+ * rules above say.
+ */
+
+/* A cursor after the bytes or the free space it covers (release). */
+static inline void cdc_pub_prod(struct usmc_cdc_prod *p, uint64_t prod)
+{
+	STORE_RELEASE(&p->prod, prod);
+}
+
+static inline void cdc_pub_skip(struct usmc_cdc_prod *p, uint64_t skip)
+{
+	STORE_RELEASE(&p->skip_to, skip);
+}
+
+static inline void cdc_pub_cons(struct usmc_cdc_cons *c, uint64_t cons)
+{
+	STORE_RELEASE(&c->cons, cons);
+}
+
+/* Flags only ever go up; mo: the order the caller's protocol needs. */
+static inline void cdc_prod_flags(struct usmc_cdc_prod *p, uint32_t f, memory_order mo)
+{
+	atomic_fetch_or_explicit(&p->flags, f, mo);
+}
+
+static inline void cdc_cons_flags(struct usmc_cdc_cons *c, uint32_t f, memory_order mo)
+{
+	atomic_fetch_or_explicit(&c->flags, f, mo);
+}
+
+/* CDC_F_MIGFROM's cursor, before the flag (migrate.c). */
+static inline void cdc_pub_mig_from(struct usmc_cdc_prod *p, uint64_t from)
+{
+	STORE_RELAXED(&p->mig_from, from);
+}
+
+/* SO_RCVBUF as the kernel reports it, before CDC_F_RCVLIM. */
+static inline void cdc_pub_rcvbuf(struct usmc_cdc_cons *c, uint32_t v)
+{
+	STORE_RELAXED(&c->rcvbuf, v);
+}
+
+/* Arm counters: the new value (cdc.c usmc_cdc_arm). */
+static inline uint32_t cdc_arm_data(struct usmc_cdc_cons *c)
+{
+	return atomic_fetch_add_explicit(&c->data_armed, 1, memory_order_relaxed) + 1;
+}
+
+static inline uint32_t cdc_arm_space(struct usmc_cdc_prod *p)
+{
+	return atomic_fetch_add_explicit(&p->space_armed, 1, memory_order_relaxed) + 1;
+}
+
+static inline void cdc_waiting_add(_Atomic uint32_t *waiting, int delta)
+{
+	atomic_fetch_add(waiting, (uint32_t)delta);
+}
+
+/* Hint: our CPU + 1, written only when it changed. */
+static inline void cdc_cpu_hint(_Atomic uint32_t *word, int cpu)
+{
+	if (LOAD_RELAXED(word) != (uint32_t)cpu + 1)
+		STORE_RELAXED(word, (uint32_t)cpu + 1);
+}
+
+/* Server: the answer to a proposal (release: what it accepted is set up);
+ * done with a slot generation. */
+static inline void cdc_answer(struct usmc_cdc_server *s, uint64_t answer)
+{
+	STORE_RELEASE(&s->answer, answer);
+}
+
+static inline void cdc_release_gen(struct usmc_cdc_server *s, uint32_t gen)
+{
+	STORE_RELEASE(&s->released_gen, gen);
+}
+
+/* Client (link group owner): the slot allocator's words (lgr.c). */
+static inline bool cdc_slot_move(struct usmc_cdc_client *c, uint32_t *from, uint32_t to)
+{
+	return atomic_compare_exchange_strong(&c->state, from, to);
+}
+
+static inline void cdc_slot_gen(struct usmc_cdc_client *c, uint32_t gen)
+{
+	STORE_RELEASE(&c->gen, gen);
+}
+
 /* -- ring arithmetic ------------------------------------------------------ */
 
 /*
@@ -222,5 +316,10 @@ static inline size_t ring_span(uint32_t size, uint64_t pos, size_t len)
 
 	return MIN(len, size - off);
 }
+
+/* cdc.c: the doorbell protocol (arm, kick, ring) and the CPU hints. */
+struct usmc_sock;
+struct usmc_lgr;
+void usmc_cdc_arm(struct usmc_sock *sk, int what, uint32_t seq[3]);
 
 #endif

@@ -176,6 +176,7 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
  */
 static int diag_fd = -1;
 static pid_t diag_pid;
+static bool diag_shed;		/* the application needed its number (shed.c) */
 static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int diag_get(void)
@@ -184,6 +185,10 @@ static int diag_get(void)
 
 	if (pthread_mutex_trylock(&diag_lock))
 		return usmc_nl_open(NETLINK_SOCK_DIAG);
+	if (diag_shed) {
+		pthread_mutex_unlock(&diag_lock);
+		return usmc_nl_open(NETLINK_SOCK_DIAG);
+	}
 	if (diag_fd >= 0 && diag_pid == usmc_getpid())
 		return diag_fd;		/* held until diag_put() */
 	if (diag_fd >= 0)
@@ -199,6 +204,24 @@ static int diag_get(void)
 	if (s < 0)
 		pthread_mutex_unlock(&diag_lock);
 	return s;
+}
+
+/* Out of descriptors (shed.c): ours goes, and none is kept from now on:
+ * each check opens one for its request.  1 if one was closed. */
+int usmc_bind_shed(void)
+{
+	int n = 0;
+
+	if (pthread_mutex_trylock(&diag_lock))
+		return 0;
+	diag_shed = true;
+	if (diag_fd >= 0) {		/* (used only under the lock) */
+		usmc_ifd_close(diag_fd);
+		n = 1;
+	}
+	diag_fd = -1;
+	pthread_mutex_unlock(&diag_lock);
+	return n;
 }
 
 static void diag_put(int s)

@@ -22,7 +22,7 @@
  * the kernel sends our packets to one of that namespace's interfaces.
  * Looked at once connected, when the next hop is resolved.
  */
-static bool route_proven(struct usmc_sock *sk, uint64_t ns)
+bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns)
 {
 	uint8_t mac[6];
 	int rc;
@@ -52,19 +52,10 @@ static bool server_end_marked(struct usmc_sock *sk, int mark)
 	return false;
 }
 
-int usmc_connect_check(struct usmc_sock *sk, int fd, bool connected)
-{
-	if (connected && !route_proven(sk, sk->route_ns))
-		return USMC_R_UNCERTAIN;
-	if (connected && !server_end_marked(sk, USMC_BIND_LISTENER))
-		return USMC_R_UNBOUND;
-	/* Ours, before the proposal exists: the server takes it only from
-	 * a client end that carries it. */
-	return usmc_bind_mark(fd, USMC_BIND_DECIDED) ? USMC_R_INTERNAL : 0;
-}
-
 /*
- * A non-blocking connect completed: a route not proven, or a server end
+ * A connect completed with our proposal posted (at once for a blocking
+ * one: the proposal goes first, so a server already in accept() finds
+ * it; the check costs it nothing): a route not proven, or a server end
  * that no usmc listener holds, takes the proposal back before any byte or
  * wake byte follows it (a server that answered it already did get us:
  * then it stands, and its answer is checked as any).  Under sk->lock:
@@ -77,7 +68,7 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-		reason = !route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
+		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
 			 !server_end_marked(sk, USMC_BIND_LISTENER) ? USMC_R_UNBOUND : 0;
 	}
 	if (reason && usmc_proposal_take_back(sk)) {

@@ -64,7 +64,7 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 	if (how != SHUT_RD && !(atomic_fetch_or(&sk->sh->flags, SKF_SHUT_WR) & SKF_SHUT_WR)) {
 		/* Writers serialise on tx_lock: DONE lands after the last byte. */
 		if (!usmc_family_lock(&sk->sh->tx_lock)) {
-			atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_DONE, memory_order_release);
+			cdc_prod_flags(sk->tx_p, CDC_F_DONE, memory_order_release);
 			usmc_family_unlock(&sk->sh->tx_lock);
 		}
 		usmc_kick_data(sk);
@@ -87,8 +87,8 @@ void usmc_conn_close_protocol(struct usmc_sock *sk)
 		usmc_sock_abort(sk, USMC_A_LOCAL);
 		return;
 	}
-	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_DONE, memory_order_release);
-	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_CLOSED, memory_order_release);
+	cdc_prod_flags(sk->tx_p, CDC_F_DONE, memory_order_release);
+	cdc_cons_flags(sk->rx_c, CDC_F_CLOSED, memory_order_release);
 kick:
 	usmc_kick_data(sk);
 	usmc_kick_space(sk);
@@ -106,7 +106,7 @@ void usmc_conn_exit(struct usmc_sock *sk)
 	if (sk->lgr && sk_mode(sk) == USMC_MODE_SMCD) {
 		usmc_conn_close_protocol(sk);
 		if (sk->role == 'S')
-			STORE_RELEASE(&sk->ctrl->s.released_gen, sk->gen);
+			cdc_release_gen(&sk->ctrl->s, sk->gen);
 		else
 			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen, true);
 	}

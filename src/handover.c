@@ -165,8 +165,8 @@ static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
 	 * first: then it is simply accepted). */
 	if (c && LOAD_ACQUIRE(&c->c.gen) == gen && usmc_clc_answer(ln, &client, 0)) {
 		/* Pairs with the client's acquire load in usmc_sock_refresh(). */
-		STORE_RELEASE(&c->s.answer, CDC_ANSWER(gen, CDC_ANS_DECLINE, USMC_R_HANDOVER));
-		STORE_RELEASE(&c->s.released_gen, gen);
+		cdc_answer(&c->s, CDC_ANSWER(gen, CDC_ANS_DECLINE, USMC_R_HANDOVER));
+		cdc_release_gen(&c->s, gen);
 		if (!usmc_lgr_bells(l, &own, &peer)) {
 			usmc_ring_lines(l, peer, &c->s2c_p, &c->c2s_c, &c->s2c_c, &c->c2s_p);
 			usmc_lgr_bells_put(l);

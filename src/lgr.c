@@ -113,7 +113,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 		g = LOAD_RELAXED(&c->c.gen);
 		if (st == SLOT_DRAIN && !slot_reusable(l, c, g, &alive))
 			continue;
-		if (!atomic_compare_exchange_strong(&c->c.state, &st, SLOT_BUSY))
+		if (!cdc_slot_move(&c->c, &st, SLOT_BUSY))
 			continue;
 		if (st == SLOT_DRAIN || g)
 			STAT_INC(dmbs_reused);
@@ -126,7 +126,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 		cdc_reset_cons(&c->c2s_c);
 		cdc_reset_prod(&c->s2c_p);
 		cdc_reset_cons(&c->s2c_c);
-		STORE_RELEASE(&c->c.gen, g);
+		cdc_slot_gen(&c->c, g);
 		*gen = g;
 		return (int)i;
 	}
@@ -218,8 +218,7 @@ void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool
 	uint32_t busy = SLOT_BUSY;
 
 	if (LOAD_RELAXED(&c->c.gen) == gen)
-		atomic_compare_exchange_strong(&c->c.state, &busy,
-					       server_attached ? SLOT_DRAIN : SLOT_FREE);
+		cdc_slot_move(&c->c, &busy, server_attached ? SLOT_DRAIN : SLOT_FREE);
 }
 
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)

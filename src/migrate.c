@@ -374,8 +374,8 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	 * peer's acquire of the flags in usmc_migrate_follow()/rx.  Dekker
 	 * with a peer leaving at the same time (seq_cst flag, fence, load of
 	 * its flag): at least one of us sees the other. */
-	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGRATE, memory_order_seq_cst);
-	atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_MIGRATE, memory_order_seq_cst);
+	cdc_prod_flags(sk->tx_p, CDC_F_MIGRATE, memory_order_seq_cst);
+	cdc_cons_flags(sk->rx_c, CDC_F_MIGRATE, memory_order_seq_cst);
 	atomic_thread_fence(memory_order_seq_cst);
 	peer_left = LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE;
 	/* We send on TCP what the peer had not read of ours, from its cons
@@ -392,9 +392,9 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	       reason == USMC_R_UNBOUND ? 0 : end;
 	if (!ring_valid(end, from, sk->size))
 		from = end;	/* a broken peer: nothing of ours for it */
-	STORE_RELAXED(&sk->tx_p->mig_from, from);
+	cdc_pub_mig_from(sk->tx_p, from);
 	/* Pairs with the acquire in peer_from(). */
-	atomic_fetch_or_explicit(&sk->tx_p->flags, CDC_F_MIGFROM, memory_order_release);
+	cdc_prod_flags(sk->tx_p, CDC_F_MIGFROM, memory_order_release);
 	usmc_family_unlock(&sk->sh->rx_lock);
 	usmc_family_unlock(&sk->sh->tx_lock);
 	/* The peer counts on exactly one wake byte before any TCP data. */

@@ -11,7 +11,8 @@
  * SHED_RETRY, interpose.h), the wrapper asks usmc_shed() for room and
  * tries once more:
  *
- *   1. this thread's idle waitsets (waitset.c), doorbells of link groups
+ *   1. the sock_diag socket of the handshake's checks (clc_bind.c), this
+ *      thread's idle waitsets (waitset.c), doorbells of link groups
  *      no connection of ours uses, and link groups nothing uses (lgr.c; an owned one only once the server
  *      side let go of every slot: a closed client's unread bytes need
  *      its files);
@@ -45,6 +46,7 @@
  * held only by calls holding a reference, which usmc_fd_quiet excluded.
  */
 #include "af_usmc.h"
+#include "clc_bind.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
@@ -132,7 +134,7 @@ static bool shed_conn(void)
 
 bool usmc_shed(void)
 {
-	int n = usmc_waitset_shed() + shed_quiet(NULL);
+	int n = usmc_bind_shed() + usmc_waitset_shed() + shed_quiet(NULL);
 
 	if (n) {
 		usmc_dbg(1, "out of descriptors: %d of usmc's closed", n);

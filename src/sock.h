@@ -257,19 +257,19 @@ static inline bool usmc_unproven(const struct usmc_sock *sk)
  */
 static inline void usmc_tx_publish(struct usmc_sock *sk, uint64_t prod)
 {
-	STORE_RELEASE(&sk->tx_p->prod, prod);
+	cdc_pub_prod(sk->tx_p, prod);
 	STORE_RELAXED(&sk->sh->tx_prod, prod);
 }
 
 static inline void usmc_tx_publish_skip(struct usmc_sock *sk, uint64_t skip)
 {
-	STORE_RELEASE(&sk->tx_p->skip_to, skip);
+	cdc_pub_skip(sk->tx_p, skip);
 	STORE_RELAXED(&sk->sh->tx_skip, skip);
 }
 
 static inline void usmc_rx_publish(struct usmc_sock *sk, uint64_t cons)
 {
-	STORE_RELEASE(&sk->rx_c->cons, cons);
+	cdc_pub_cons(sk->rx_c, cons);
 	STORE_RELAXED(&sk->sh->rx_cons, cons);
 }
 

@@ -80,3 +80,38 @@ def test_one_export_definition():
     defs = [f.name for f in (REPO / "src").glob("*.[ch]")
             if re.search(r"^#define EXPORT\b", f.read_text(), re.M)]
     assert defs == ["export.h"], defs
+
+
+# The fields of the shared CDC lines (cdc.h: struct usmc_cdc_prod, _cons,
+# _client, _server) and the names the code gives the lines.
+CDC_FIELDS = ("prod", "skip_to", "flags", "space_armed", "cpu", "waiting", "mig_from",
+              "data_rung", "data_rung_ns", "cons", "data_armed", "rcvbuf", "space_rung",
+              "space_rung_ns", "state", "gen", "answer", "released_gen")
+CDC_LINES = r"(?:tx_p|rx_c|rx_p|tx_c|c2s_p|s2c_p|c2s_c|s2c_c|my_p|my_c|peer_c|peer_p|->s|->c|\.s|\.c)"
+CDC_STORE = re.compile(
+    r"(?:STORE_[A-Z]+|atomic_(?:store|fetch_\w+|exchange|compare_exchange)\w*)\s*\(\s*&[\w>.-]*?"
+    + CDC_LINES + r"(?:->|\.)(?:" + "|".join(CDC_FIELDS) + r")\b")
+
+
+def cdc_stores(text):
+    return [m.group(0) for m in CDC_STORE.finditer(text)]
+
+
+def test_cdc_stores_only_in_cdc():
+    """Every store into a shared CDC line is a cdc.h primitive (issue 17:
+    a device the peer cannot map sends exactly those); none elsewhere."""
+    where = {}
+    for f in sorted((REPO / "src").glob("*.[ch]")):
+        if f.name in ("cdc.h", "cdc.c"):
+            continue
+        found = cdc_stores(f.read_text())
+        if found:
+            where[f.name] = found
+    assert where == {}, where
+    # The check sees the stores the code used to make directly.
+    for store in ("STORE_RELEASE(&sk->tx_p->prod, prod);",
+                  "atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_CLOSED, memory_order_release);",
+                  "STORE_RELEASE(&c->s.answer, CDC_ANSWER(gen, CDC_ANS_DECLINE, 0));",
+                  "atomic_compare_exchange_strong(&c->c.state, &st, SLOT_BUSY)",
+                  "atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed)"):
+        assert cdc_stores(store), store

@@ -113,6 +113,8 @@ def test_apache_root_user(rundir, procs, tmp_path, site):
     st = rundir.settle(lambda s: s["tcp_fallback"].get("permission", 0) >= 3)
     assert st["tcp_fallback"].get("permission", 0) >= 3, h.fmt_stat(st) + apache.diag()
     assert st["smc_server"] == 0, h.fmt_stat(st)
+    # A decision of the policy, counted as such and not as an error.
+    assert st["handshake_errors"] == 0, h.fmt_stat(st)
     assert apache.alive(), apache.diag()
 
 

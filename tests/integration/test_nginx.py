@@ -232,6 +232,7 @@ def test_nginx_workers_other_user(rundir, procs, tmp_path, www):
         msg = h.fmt_stat(st) + "\n" + server.diag()
         assert st["tcp_fallback"].get("permission", 0) >= n + 1, msg
         assert st["smc_client"] == 0, msg
+        assert st["handshake_errors"] == 0, msg     # a decision, not an error
     finally:
         shutil.rmtree(pub, ignore_errors=True)
 
