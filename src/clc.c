@@ -70,15 +70,6 @@ static bool entry_readable(struct usmc_clc_ln *ln, const struct usmc_clc_entry *
 	return entry_page_backed(ln, e, false);
 }
 
-static uint64_t tuple_hash(const struct usmc_addr *a)
-{
-	uint64_t x, y;
-
-	memcpy(&x, a->a, 8);
-	memcpy(&y, a->a + 8, 8);
-	x = usmc_mix64(x ^ usmc_mix64(y ^ ((uint64_t)a->port << 48)));
-	return (x & ((1ULL << CLC_HASH_BITS) - 1)) | 1;
-}
 
 static struct usmc_clc_entry *entry_of(struct usmc_clc_ln *ln, const struct usmc_addr *a,
 				       uint64_t h)
@@ -126,7 +117,7 @@ static bool is_proposed(uint64_t w, uint64_t h)
 
 int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool *wake)
 {
-	uint64_t h = tuple_hash(&p->client), w, claim;
+	uint64_t h = usmc_clc_tuple_hash(&p->client), w, claim;
 	struct usmc_clc_entry *e = entry_of(ln, &p->client, h), tmp;
 	unsigned int tries;
 	bool always;
@@ -363,7 +354,7 @@ static void wait_connecting(struct usmc_clc_ln *ln, struct usmc_clc_entry *e, ui
 
 bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
-	uint64_t h = tuple_hash(client);
+	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 	uint64_t w = LOAD_ACQUIRE(&e->word);
 
@@ -393,7 +384,7 @@ static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		 struct usmc_clc_prop *p, int how, bool *planted)
 {
 	bool decide = how == CLC_DECIDE;
-	uint64_t h = tuple_hash(client), w;
+	uint64_t h = usmc_clc_tuple_hash(client), w;
 	struct usmc_clc_entry *e = entry_of(ln, client, h), copy = { 0 };
 	bool cleaned = false, waited = false, claimed;
 	unsigned int tries = 0;
@@ -515,7 +506,7 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 
 bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason)
 {
-	uint64_t h = tuple_hash(client);
+	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 	uint64_t w = LOAD_ACQUIRE(&e->word);
 
@@ -529,7 +520,7 @@ bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int
 
 int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
-	uint64_t h = tuple_hash(client);
+	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 	uint64_t w = LOAD_ACQUIRE(&e->word);
 	unsigned int st = CLC_STATE(w), r;
@@ -544,7 +535,7 @@ int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 
 bool usmc_clc_is_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
-	uint64_t h = tuple_hash(client);
+	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 	uint64_t w;
 
@@ -556,7 +547,7 @@ bool usmc_clc_is_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client
 
 bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 {
-	uint64_t h = tuple_hash(client);
+	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 
 	return entry_readable(ln, e) && is_proposed(LOAD_ACQUIRE(&e->word), h);

@@ -84,6 +84,18 @@ enum usmc_clc_state {
 /* Serial-number order of 32-bit epochs (they wrap). */
 #define CLC_SEQ_AFTER(a, b)	((int32_t)((uint32_t)(a) - (uint32_t)(b)) > 0)
 
+/* The hash of a client address that picks its way and tags its word
+ * (odd, CLC_HASH_BITS wide). */
+static inline uint64_t usmc_clc_tuple_hash(const struct usmc_addr *a)
+{
+	uint64_t x, y;
+
+	memcpy(&x, a->a, 8);
+	memcpy(&y, a->a + 8, 8);
+	x = usmc_mix64(x ^ usmc_mix64(y ^ ((uint64_t)a->port << 48)));
+	return (x & ((1ULL << CLC_HASH_BITS) - 1)) | 1;
+}
+
 /* One proposal slot; written by the client, validated by the server. */
 struct usmc_clc_entry {
 	_Atomic uint64_t word;		/* CLC_WORD(hash, state) */

@@ -115,15 +115,16 @@ void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *va
 	}
 }
 
-static bool sockopt_has(const struct inet_diag_sockopt *o, int mark)
+static int sockopt_marks(const struct inet_diag_sockopt *o)
 {
-	return mark == USMC_BIND_LISTENER ? o->bind_address_no_port : o->recverr_rfc4884;
+	return (o->bind_address_no_port ? USMC_BIND_LISTENER : 0) |
+	       (o->recverr_rfc4884 ? USMC_BIND_DECIDED : 0);
 }
 
 /* Ask for the socket whose own address is src and whose peer is dst (dst
- * port 0: the listener on src).  1 / 0 as usmc_bind_peer_marked, or
+ * port 0: the listener on src).  Its marks as usmc_bind_peer_marks, or
  * -EAGAIN: a connection not yet accepted (no socket options to report). */
-static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst, int mark)
+static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst)
 {
 	struct {
 		struct nlmsghdr h;
@@ -163,7 +164,7 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
 			 INET_DIAG_SOCKOPT);
 	if (!a || RTA_PAYLOAD(a) < sizeof(struct inet_diag_sockopt))
 		return -EOPNOTSUPP;	/* a kernel before 5.10 */
-	return sockopt_has(RTA_DATA(a), mark);
+	return sockopt_marks(RTA_DATA(a));
 }
 
 /*
@@ -232,7 +233,7 @@ static void diag_put(int s)
 		usmc_nl_close(s);
 }
 
-int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark)
+int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer)
 {
 	struct usmc_addr any = *local;
 	int s, rc;
@@ -240,14 +241,22 @@ int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr 
 	s = diag_get();
 	if (s < 0)
 		return s;
-	rc = diag_ask(s, peer, local, mark);
-	/* Not accepted yet: its listener's mark is the one it will have. */
-	if (rc == -EAGAIN && mark == USMC_BIND_LISTENER) {
+	rc = diag_ask(s, peer, local);
+	/* Not accepted yet: nobody decided it, and its listener's mark is
+	 * the one it will have. */
+	if (rc == -EAGAIN) {
 		any.port = 0;
-		rc = diag_ask(s, peer, &any, mark);
-	} else if (rc == -EAGAIN) {
-		rc = 0;		/* nobody accepted it: nobody answered it */
+		rc = diag_ask(s, peer, &any);
+		if (rc > 0)
+			rc &= USMC_BIND_LISTENER;
 	}
 	diag_put(s);
 	return rc;
+}
+
+int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark)
+{
+	int rc = usmc_bind_peer_marks(local, peer);
+
+	return rc < 0 ? rc : (rc & mark) != 0;
 }

@@ -35,6 +35,8 @@ void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *va
  * could not be asked.  Only 0 is proof of a forgery.
  */
 int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark);
+/* The same, every mark at once: a set of enum usmc_bind_mark, or -errno. */
+int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer);
 /* shed.c: the application is out of descriptors: give ours back (1 if one
  * went), and keep none from now on. */
 int usmc_bind_shed(void);

@@ -38,13 +38,16 @@ bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns)
 }
 
 /* The server end carries mark, or is where the kernel cannot tell us
- * (another namespace): only a plain "no" is proof against it. */
+ * (another namespace): only a plain "no" is proof against it.  Seeing
+ * that the server decided already spares the look at its answer. */
 static bool server_end_marked(struct usmc_sock *sk, int mark)
 {
-	int rc = usmc_bind_peer_marked(&sk->local, &sk->peer, mark);
+	int rc = usmc_bind_peer_marks(&sk->local, &sk->peer);
 	char a[64];
 
-	if (rc)
+	if (rc > 0 && (rc & USMC_BIND_DECIDED))
+		sk->accept_proven = true;
+	if (rc < 0 || (rc & mark))
 		return true;
 	usmc_dbg(1, "fd %d: the server end of %s is not a usmc %s: a record or answer we did not "
 		 "get from it", sk->fd0, usmc_addr_str(&sk->peer, a, sizeof(a)),
@@ -83,7 +86,9 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 
 bool usmc_accept_proven(struct usmc_sock *sk)
 {
-	return server_end_marked(sk, USMC_BIND_DECIDED);
+	/* Decided (seen at connect): the answer there is its, whoever
+	 * stored the same word first. */
+	return sk->accept_proven || server_end_marked(sk, USMC_BIND_DECIDED);
 }
 
 /*

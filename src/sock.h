@@ -164,6 +164,7 @@ struct usmc_sock {
 	bool tx_done;			/* MIGRATING: all of it sent */
 	uint64_t route_ns;		/* client: the listener's namespace when not ours,
 					 * until the route to it is proven (af_usmc.c) */
+	bool accept_proven;		/* client: the server end said it decided (clc_proof.c) */
 
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */

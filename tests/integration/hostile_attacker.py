@@ -26,7 +26,7 @@ CONNECTING_LGR_OFF = CONNECTING_OFF + 8 * CLC_CONNECTING
 CONNECTING_PORT_OFF = CONNECTING_LGR_OFF + 8 * CLC_CONNECTING
 ENTRY_BASE, ENTRY_SIZE, WAYS = 4096, 64, 4
 CLC_PROPOSED = 2
-FOREIGN_HASH = 0x5a5a5b                          # odd, 24 bits: like tuple_hash()
+FOREIGN_HASH = 0x5a5a5b                          # odd, 24 bits: like usmc_clc_tuple_hash()
 
 
 def replace(path):

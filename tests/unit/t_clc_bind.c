@@ -242,17 +242,6 @@ static bool steal(int sv, uint64_t id, uint16_t cport, bool consume)
 	return true;
 }
 
-/* clc.c's entry hash of a client address. */
-static uint64_t tuple_hash(const struct usmc_addr *a)
-{
-	uint64_t x, y;
-
-	memcpy(&x, a->a, 8);
-	memcpy(&y, a->a + 8, 8);
-	x = usmc_mix64(x ^ usmc_mix64(y ^ ((uint64_t)a->port << 48)));
-	return (x & ((1ULL << CLC_HASH_BITS) - 1)) | 1;
-}
-
 /* Our own connection's link group and slot, from `usmc stat --json`. */
 static void own_conn(int fd, uint64_t *lgr, uint32_t *slot)
 {
@@ -307,7 +296,7 @@ static void forge_proposal(struct usmc_registry *r, uint16_t port, uint16_t cpor
 	atomic_store(&c->c2s_p.prod, sizeof(req));
 	snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)l->id);
 	idx = map_file(name, &len);
-	h = tuple_hash(&cli);
+	h = usmc_clc_tuple_hash(&cli);
 	e = &idx->e[cport][h % USMC_CLC_WAYS];
 	e->lgr_id = lgr;
 	e->slot = slot;
