@@ -539,4 +539,73 @@ static void shut_rdwr_s(struct ctx *c)
 	t_sync_post(c->sync);
 }
 
+/*
+ * The inet options usmc uses as marks on its sockets (clc_bind.c:
+ * IP_BIND_ADDRESS_NO_PORT, IP_RECVERR_RFC4884): a program sees the values
+ * it set itself, on the listener, on what it accepts (inherited from the
+ * listener, as the kernel copies it) and on its client socket; one byte
+ * when it asks for less than an int, as the kernel answers.
+ */
+static void say_inet_opts(struct ctx *c, const char *what, int fd)
+{
+	int a = -1, b = -1;
+	unsigned char byte = 0xff;
+	socklen_t la = sizeof(a), lb = sizeof(b), l1 = 1;
+	int ra = getsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &a, &la);
+	int rb = getsockopt(fd, SOL_IP, 26 /* IP_RECVERR_RFC4884 */, &b, &lb);
+	int r1 = getsockopt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, &byte, &l1);
+
+	say(c, "%s: no_port=%d/%d(len %u) rfc4884=%d/%d(len %u) byte=%d/%u(len %u)", what, ra, a,
+	    (unsigned int)la, rb, b, (unsigned int)lb, r1, byte, (unsigned int)l1);
+}
+
+static void set_inet_opt(struct ctx *c, int fd, int name, int v)
+{
+	say(c, "setsockopt(%s, %d)=%s", name == IP_BIND_ADDRESS_NO_PORT ? "no_port" : "rfc4884", v,
+	    RV(setsockopt(fd, SOL_IP, name, &v, sizeof(v))));
+}
+
+static void inet_opts_s(struct ctx *c)
+{
+	int fd;
+
+	say_inet_opts(c, "listener", c->lfd);
+	set_inet_opt(c, c->lfd, IP_BIND_ADDRESS_NO_PORT, 1);
+	set_inet_opt(c, c->lfd, 26, 1);
+	say_inet_opts(c, "listener set", c->lfd);
+	t_sync_post(c->sync);		/* now connect */
+	fd = t_accept(c->lfd);
+	say_inet_opts(c, "accepted", fd);
+	t_recv_exact(fd, "c", 1);
+	t_write_all(fd, "s", 1);
+	say_inet_opts(c, "accepted, after a byte each way", fd);
+	set_inet_opt(c, fd, IP_BIND_ADDRESS_NO_PORT, 0);
+	set_inet_opt(c, fd, 26, 0);
+	say_inet_opts(c, "accepted cleared", fd);
+	set_inet_opt(c, c->lfd, IP_BIND_ADDRESS_NO_PORT, 0);
+	set_inet_opt(c, c->lfd, 26, 0);
+	say_inet_opts(c, "listener cleared", c->lfd);
+	t_sync_wait(c->sync);
+	close(fd);
+}
+
+static void inet_opts_c(struct ctx *c)
+{
+	int fd;
+
+	t_sync_wait(c->sync);
+	fd = t_connect(c->port);
+	say_inet_opts(c, "client", fd);
+	t_write_all(fd, "c", 1);
+	t_recv_exact(fd, "s", 1);
+	say_inet_opts(c, "client, after a byte each way", fd);
+	set_inet_opt(c, fd, 26, 1);
+	set_inet_opt(c, fd, IP_BIND_ADDRESS_NO_PORT, 1);
+	say_inet_opts(c, "client set", fd);
+	set_inet_opt(c, fd, 26, 0);
+	say_inet_opts(c, "client cleared", fd);
+	t_sync_post(c->sync);
+	close(fd);
+}
+
 #endif /* SEMANTICS_CONN_H */

@@ -238,6 +238,7 @@ static const struct scenario scenarios[] = {
 	{ "write_close", write_close_s, write_close_c, S_OWN_ACCEPT | C_OWN_CONNECT,
 	  2 * WRITE_CLOSE_N },
 	{ "early_data", early_data_s, early_data_c, S_OWN_ACCEPT, 2 },
+	{ "inet_opts", inet_opts_s, inet_opts_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "refused", refused_s, refused_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	/* 1: the client counts its endpoint once its proposal is posted. */
 	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 1 },
