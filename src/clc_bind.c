@@ -180,31 +180,34 @@ static pid_t diag_pid;
 static bool diag_shed;		/* the application needed its number (shed.c) */
 static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int diag_get(void)
+/* A socket for one request: the process's, held under diag_lock until
+ * diag_put() (*held), or one of the caller's own. */
+static int diag_get(bool *held)
 {
 	int s;
 
+	*held = false;
 	if (pthread_mutex_trylock(&diag_lock))
 		return usmc_nl_open(NETLINK_SOCK_DIAG);
 	if (diag_shed) {
 		pthread_mutex_unlock(&diag_lock);
 		return usmc_nl_open(NETLINK_SOCK_DIAG);
 	}
-	if (diag_fd >= 0 && diag_pid == usmc_getpid())
-		return diag_fd;		/* held until diag_put() */
-	if (diag_fd >= 0)
-		usmc_ifd_close(diag_fd);	/* our copy of a parent's */
-	diag_fd = -1;
-	s = usmc_nl_open(NETLINK_SOCK_DIAG);
-	if (s >= 0) {
+	if (diag_fd < 0 || diag_pid != usmc_getpid()) {
+		if (diag_fd >= 0)
+			usmc_ifd_close(diag_fd);	/* our copy of a parent's */
+		diag_fd = -1;
+		s = usmc_nl_open(NETLINK_SOCK_DIAG);
+		if (s < 0) {
+			pthread_mutex_unlock(&diag_lock);
+			return s;
+		}
 		usmc_ifd_mark(s);
-		s = usmc_ifd_move_high(s, false);
-		diag_fd = s;
+		diag_fd = usmc_ifd_move_high(s, false);
 		diag_pid = usmc_getpid();
 	}
-	if (s < 0)
-		pthread_mutex_unlock(&diag_lock);
-	return s;
+	*held = true;
+	return diag_fd;
 }
 
 /* Out of descriptors (shed.c): ours goes, and none is kept from now on:
@@ -225,9 +228,9 @@ int usmc_bind_shed(void)
 	return n;
 }
 
-static void diag_put(int s)
+static void diag_put(int s, bool held)
 {
-	if (s == diag_fd)
+	if (held)
 		pthread_mutex_unlock(&diag_lock);
 	else
 		usmc_nl_close(s);
@@ -236,9 +239,10 @@ static void diag_put(int s)
 int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer)
 {
 	struct usmc_addr any = *local;
+	bool held;
 	int s, rc;
 
-	s = diag_get();
+	s = diag_get(&held);
 	if (s < 0)
 		return s;
 	rc = diag_ask(s, peer, local);
@@ -250,7 +254,7 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 		if (rc > 0)
 			rc &= USMC_BIND_LISTENER;
 	}
-	diag_put(s);
+	diag_put(s, held);
 	return rc;
 }
 

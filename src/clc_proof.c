@@ -74,6 +74,10 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
 			 !server_end_marked(sk, USMC_BIND_LISTENER) ? USMC_R_UNBOUND : 0;
 	}
+	/* No usmc listener holds the server end: whatever answered, no wake
+	 * byte goes to it (an answer that stands is checked as any). */
+	if (reason == USMC_R_UNBOUND)
+		sk_clear_flag(sk, SKF_WAKE_SEND);
 	if (reason && usmc_proposal_take_back(sk)) {
 		sk_clear_flag(sk, SKF_WAKE_SEND);
 		usmc_conn_uncount(sk);
