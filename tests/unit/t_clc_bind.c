@@ -25,6 +25,9 @@
  *   forged_answer_keep  the same, leaving the proposal in the index: the
  *                   server accepts it later, finds the client gone to TCP
  *                   from its first byte, and follows (migrate.c).
+ *   forged_wake     forged_record, with the thief's index asking every
+ *                   client for a wake byte (wake_always, clc.h): the plain
+ *                   server must not get one before the request.
  *   forged_proposal a plain client connects to a usmc server that accepts
  *                   late; the thief posts a proposal for the client's
  *                   4-tuple in the server's index, naming a slot of a link
@@ -309,6 +312,25 @@ static void forge_proposal(struct usmc_registry *r, uint16_t port, uint16_t cpor
 	atomic_store(&e->word, CLC_WORD(h, CLC_PROPOSED));
 }
 
+/* Scenarios whose thief forges a record for the plain server's port. */
+static bool record_forged(int scenario)
+{
+	return scenario == 0 || scenario == 4;
+}
+
+/* Our index asks every client for one wake byte, as a listener with
+ * TCP_DEFER_ACCEPT does (clc.h wake_always). */
+static void ask_wake_bytes(uint64_t id)
+{
+	struct usmc_clc_index *idx;
+	char name[64];
+	size_t len;
+
+	snprintf(name, sizeof(name), "ln-%016llx", (unsigned long long)id);
+	idx = map_file(name, &len);
+	atomic_store(&idx->wake_always, 1);
+}
+
 /* The thief of one scenario: fork()ed, reports on sv: 'R' ready, then 'S'
  * (stole: answered a proposal) or 'N' (none came). */
 static void thief_main(int sv, uint16_t port, int scenario)
@@ -333,7 +355,7 @@ static void thief_main(int sv, uint16_t port, int scenario)
 		t_sync_wait(sv);
 		_exit(T_EXIT_PASS);
 	}
-	if (scenario == 0) {
+	if (record_forged(scenario)) {
 		struct sockaddr_in a = t_addr(port);
 
 		a.sin_addr.s_addr = htonl(0x7f000002);
@@ -341,6 +363,8 @@ static void thief_main(int sv, uint16_t port, int scenario)
 		t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
 		t_ok(listen(lfd, 8));
 		l = record_for(r, port, true);
+		if (scenario == 4)
+			ask_wake_bytes(l->id);
 		forge_address(l);
 	} else {
 		l = record_for(r, port, false);
@@ -361,7 +385,7 @@ static void thief_main(int sv, uint16_t port, int scenario)
 /* ---- the client (the test) ---------------------------------------------- */
 
 static const char *const names[] = { "forged_record", "forged_answer", "forged_answer_keep",
-				     "forged_proposal" };
+				     "forged_proposal", "forged_wake" };
 
 /* The server's half: a plain client, a forged proposal for its
  * connection, then the server accepts. */
@@ -416,7 +440,7 @@ static void scenario(int s)
 	long long before = t_fallbacks("unbound");
 	struct pollfd p;
 
-	srv = start_srv(s == 0, &port, s == 0 ? NULL : &go);
+	srv = start_srv(record_forged(s), &port, record_forged(s) ? NULL : &go);
 	t_sync_pair(sv);
 	thief = t_fork_helper();
 	if (thief == 0) {
@@ -431,7 +455,7 @@ static void scenario(int s)
 	t_sync_send(sv[0], &cport, sizeof(cport));
 	/* The forged answer is in place before the client sends or reads,
 	 * and the server accepts only after the client looked at it. */
-	if (s != 0 && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'S'))
+	if (!record_forged(s) && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'S'))
 		t_fail("%s: the thief found no proposal to answer", names[s]);
 	t_send_pat(fd, PAT_REQ, REQ_LEN);
 	p.fd = fd;
@@ -446,7 +470,7 @@ static void scenario(int s)
 	if (strcmp(m, "TCP") || strcmp(why, "unbound"))
 		t_fail("%s: the client's connection is %s (%s), expected TCP (unbound)", names[s],
 		       m, why);
-	if (s == 0 && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'N'))
+	if (record_forged(s) && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'N'))
 		t_fail("%s: the client proposed to the thief", names[s]);
 	close(fd);
 	t_sync_post(sv[0]);
@@ -472,8 +496,8 @@ int main(int argc, char **argv)
 	if (!t_accel())
 		t_skip("not accelerating");
 	alarm(60);
-	for (i = 0; i < 3; i++)
-		if (argc < 2 || !strcmp(argv[1], names[i]))
+	for (i = 0; i < 5; i++)
+		if (i != 3 && (argc < 2 || !strcmp(argv[1], names[i])))
 			scenario(i);
 	if (argc < 2 || !strcmp(argv[1], names[3]))
 		scenario_server();
