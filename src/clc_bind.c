@@ -92,25 +92,27 @@ int usmc_bind_getsockopt(struct usmc_sock *sk, int fd, int name, void *val, sock
 	return 0;
 }
 
-/* The kernel took the program's value: remember it, and put our mark
- * back where we keep one (a listener that published, a connection). */
+/* The kernel took the program's value: remember it, and leave the kernel
+ * our mark, no more and no less: on a listener that published, and on a
+ * client or a server that accepted; never on a listener (what it accepts
+ * would say it decided before it did, accept.c shows the program its
+ * value) nor on a server end that did not decide. */
 void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len)
 {
+	static const int zero = 0;
 	int v = len >= sizeof(int) ? *(const int *)val : len ? *(const unsigned char *)val : 0;
+	bool decided = sk->kind == SK_CONN && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_SMCD);
 
 	if (v)
 		sk_set_flag(sk, app_flag(name));
 	else
 		sk_clear_flag(sk, app_flag(name));
-	if (name == IP_BIND_ADDRESS_NO_PORT && sk->kind == SK_LISTEN && sk->lst) {
-		usmc_bind_mark(fd, USMC_BIND_LISTENER);
-	} else if (name == IP_RECVERR_RFC4884 && sk->kind == SK_CONN) {
+	if (name == IP_BIND_ADDRESS_NO_PORT) {
+		if (sk->kind == SK_LISTEN && sk->lst)
+			usmc_bind_mark(fd, USMC_BIND_LISTENER);
+	} else if (decided) {
 		usmc_bind_mark(fd, USMC_BIND_DECIDED);
-	} else if (name == IP_RECVERR_RFC4884 && sk->kind == SK_LISTEN && v) {
-		static const int zero = 0;
-
-		/* Never on a listener: the sockets it accepts would say they
-		 * decided before they did.  They show it (accept.c). */
+	} else if (v && (sk->kind == SK_LISTEN || sk->kind == SK_CONN)) {
 		real.setsockopt(fd, SOL_IP, name, &zero, sizeof(zero));
 	}
 }
