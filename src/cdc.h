@@ -320,6 +320,30 @@ static inline size_t ring_span(uint32_t size, uint64_t pos, size_t len)
 /* cdc.c: the doorbell protocol (arm, kick, ring) and the CPU hints. */
 struct usmc_sock;
 struct usmc_lgr;
+#define USMC_WAIT_RX	1
+#define USMC_WAIT_TX	2
+/* Bump our arm counters for what (seq: their values, and our own ring
+ * count), then the fence; the caller re-checks before it sleeps (wait.c). */
 void usmc_cdc_arm(struct usmc_sock *sk, int what, uint32_t seq[3]);
+/* Ring the peer if it armed for data (after we produced) or space (after we consumed). */
+void usmc_kick_data(struct usmc_sock *sk);
+void usmc_kick_space(struct usmc_sock *sk);
+/* A wait on sk sleeps (delta 1) or is done (-1): kicks for its arms ring. */
+void usmc_wait_count(struct usmc_sock *sk, int what, int delta);
+/* Did a ring answer that arm (epoll: which connection a shared doorbell
+ * woke)?  0: no, else when it was sent (CLOCK_MONOTONIC ns, 1: ours). */
+uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3]);
+/* Ring the peer whatever it armed for (reset, migration, a declined
+ * proposal): every arm it has out counts as answered.  _lines: the same
+ * given our two lines, the peer's two, and the peer's doorbell. */
+void usmc_ring_peer(struct usmc_sock *sk);
+void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
+		     struct usmc_cdc_cons *my_c, struct usmc_cdc_cons *peer_c,
+		     struct usmc_cdc_prod *peer_p);
+/* Wake our own side's waiters (shutdown): they look at their flags. */
+void usmc_ring_own(struct usmc_sock *sk);
+/* CPU hints in our CDC lines, for the peer's spin decision. */
+void usmc_publish_cpu(struct usmc_sock *sk, int cpu);
+bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu);
 
 #endif

@@ -571,32 +571,12 @@ void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 /* close.c */
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);
 
-/* wait.c */
-#define USMC_WAIT_RX	1
-#define USMC_WAIT_TX	2
+/* wait.c (the doorbell protocol it sleeps on is cdc.c's: cdc.h) */
 int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms);
-/* Ring the peer if it armed for data (after we produced) or space (after we consumed). */
-void usmc_kick_data(struct usmc_sock *sk);
-void usmc_kick_space(struct usmc_sock *sk);
 /* Arm our doorbell for what; returns true if the condition already holds. */
 bool usmc_arm(struct usmc_sock *sk, int what);
 /* The same; seq: what to give usmc_rung_since() for this arm. */
 bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3]);
-/* A wait on sk sleeps (delta 1) or is done (-1): kicks for its arms ring. */
-void usmc_wait_count(struct usmc_sock *sk, int what, int delta);
-/* Did a ring answer that arm (epoll: which connection a shared doorbell
- * woke)?  0: no, else when it was sent (CLOCK_MONOTONIC ns, 1: ours). */
-uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3]);
-/* Ring the peer whatever it armed for (reset, migration, a declined
- * proposal): every arm it has out counts as answered.  _lines: the same
- * given our two lines, the peer's two, and the peer's doorbell. */
-void usmc_ring_peer(struct usmc_sock *sk);
-struct usmc_lgr;
-void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
-		     struct usmc_cdc_cons *my_c, struct usmc_cdc_cons *peer_c,
-		     struct usmc_cdc_prod *peer_p);
-/* Wake our own side's waiters (shutdown): they look at their flags. */
-void usmc_ring_own(struct usmc_sock *sk);
 /* Look at TCP alone (wait.c): false while another thread of the family
  * does; usmc_tcp_look_give lets go (and looks again if asked meanwhile). */
 bool usmc_tcp_look_take(struct usmc_sock *sk);
@@ -610,9 +590,6 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd);
 void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
 /* SO_RCVTIMEO / SO_SNDTIMEO in ms, -1 for none. */
 int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
-/* CPU hints in our CDC lines, for the peer's spin decision. */
-void usmc_publish_cpu(struct usmc_sock *sk, int cpu);
-bool usmc_peer_on_cpu(struct usmc_sock *sk, int cpu);
 /* A peer on our CPU gets it (sched_yield) this often before we sleep. */
 #define USMC_WAIT_YIELDS	4
 
