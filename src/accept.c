@@ -15,6 +15,7 @@
 #include "clc_bind.h"
 #include "fdtab.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "real.h"
 #include "sock.h"

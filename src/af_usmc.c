@@ -16,6 +16,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "real.h"
 #include "registry.h"

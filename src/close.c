@@ -15,6 +15,7 @@
  */
 #include "af_usmc.h"
 #include "lgr.h"
+#include "migrate.h"
 #include "real.h"
 #include "sock.h"
 

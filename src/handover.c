@@ -44,6 +44,7 @@
 #include "handover.h"
 #include "lgr.h"
 #include "log.h"
+#include "migrate.h"
 #include "real.h"
 #include "registry.h"
 #include "sock.h"

@@ -15,6 +15,7 @@
 #include "handover.h"
 #include "lgr.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "poll.h"
 #include "real.h"

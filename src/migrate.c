@@ -25,6 +25,7 @@
 #include "clc.h"
 #include "epoll.h"
 #include "log.h"
+#include "migrate.h"
 #include "real.h"
 #include "sock.h"
 #include "stats.h"

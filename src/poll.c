@@ -13,6 +13,7 @@
  */
 #include "fdtab.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "poll.h"
 #include "real.h"

@@ -10,6 +10,7 @@
 #include "epoll.h"
 #include "log.h"
 #include "guard.h"
+#include "migrate.h"
 #include "real.h"
 #include "sock.h"
 #include "sys.h"

@@ -42,6 +42,7 @@
 #include "export.h"
 #include "fdtab.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "real.h"
 #include "sock.h"

@@ -27,6 +27,7 @@
 #include "fdtab.h"
 #include "handover.h"
 #include "log.h"
+#include "migrate.h"
 #include "real.h"
 #include "sandbox.h"
 #include "scm.h"

@@ -50,6 +50,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
+#include "migrate.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"

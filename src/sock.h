@@ -542,21 +542,6 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk);
 /* Bytes readable / queued unread by the peer (FIONREAD / SIOCOUTQ). */
 int usmc_sock_inq(struct usmc_sock *sk);
 int usmc_sock_outq(struct usmc_sock *sk);
-/* migrate.c: shared memory -> TCP without losing or reordering a byte. */
-int usmc_migrate_pump(struct usmc_sock *sk, int fd, bool block);
-void usmc_migrate_finish(struct usmc_sock *sk);
-/* SKF_RESENT, before a TCP receive: -ECONNRESET (or the error) when the
- * peer answered our moved bytes with a reset, else 0. */
-int usmc_migrate_resent_check(struct usmc_sock *sk, int fd);
-/* SKF_RESENT, before a TCP send: cleared once the moved bytes are acked. */
-void usmc_migrate_resent_acked(struct usmc_sock *sk, int fd);
-void usmc_migrate_follow(struct usmc_sock *sk, int fd);
-/* Client: the server declined our proposal (clc.h); 1 if so, else 0. */
-int usmc_migrate_declined(struct usmc_sock *sk);
-int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock);
-/* Last close of a migrating (or declined) connection: our queued bytes. */
-void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
-int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
 /* af_usmc.c: SO_SNDBUF/SO_RCVBUF set on fd (after the kernel took it),
  * and what an accepted socket inherits from its listener. */
 void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name);
@@ -566,7 +551,6 @@ static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
 {
 	return unlikely(flags & SKF_LOWAT) ? LOAD_RELAXED(&sk->sh->rcvlowat) : 1;
 }
-void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 
 /* close.c */
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);

@@ -33,6 +33,7 @@
 #include "export.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "migrate.h"
 #include "scm_peer.h"
 #include "sock.h"
 

@@ -30,6 +30,7 @@
  */
 #include "af_usmc.h"
 #include "fdtab.h"
+#include "migrate.h"
 #include "sock.h"
 #include "stdstream.h"
 #include "sys.h"

@@ -9,6 +9,7 @@
 #include "af_usmc.h"
 #include "log.h"
 #include "guard.h"
+#include "migrate.h"
 #include "real.h"
 #include "sock.h"
 #include "sys.h"

@@ -17,6 +17,7 @@
 #include "af_usmc.h"
 #include "epoll.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "real.h"
 #include "sock.h"
