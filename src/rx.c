@@ -42,6 +42,18 @@ static void ring_to_iov(struct iov_wcursor *ic, const uint8_t *ring, uint32_t si
 	}
 }
 
+/* Proposed: nothing in the ring is ours to read before the accept is
+ * proven (sock.h usmc_unproven), whatever its writer's line says: an empty
+ * view at our cons, the twin of tx.c's tx_unproven.  True with that view.
+ * Caller holds rx_lock. */
+static bool rx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	if (!usmc_unproven(sk))
+		return false;
+	*head = *prod = LOAD_RELAXED(&sk->sh->rx_cons);
+	return true;
+}
+
 /*
  * What a read returns when the ring is empty, as TCP would:
  *   0 when the peer shut down / closed and we drained everything, or after
@@ -213,9 +225,7 @@ migrating:
 		/* After a reset TCP still hands out what had arrived, then the
 		 * error; a corrupted ring is never read again, and an invalid
 		 * view is never read at all, whatever reset came first. */
-		if (usmc_unproven(sk)) {
-			head = prod = LOAD_RELAXED(&sk->sh->rx_cons);
-		} else if (unlikely(!usmc_rx_view(sk, &head, &prod))) {
+		if (unlikely(!rx_unproven(sk, &head, &prod) && !usmc_rx_view(sk, &head, &prod))) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			prod = head;
 		}
@@ -411,9 +421,7 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 	for (;;) {
 		uint64_t head, prod;
 
-		if (usmc_unproven(sk)) {
-			head = prod = LOAD_RELAXED(&sk->sh->rx_cons);
-		} else if (!usmc_rx_view(sk, &head, &prod)) {
+		if (!rx_unproven(sk, &head, &prod) && !usmc_rx_view(sk, &head, &prod)) {
 			usmc_sock_abort(sk, USMC_A_PROTOCOL);
 			prod = head;
 		}
