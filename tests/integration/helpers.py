@@ -270,10 +270,14 @@ class Procs:
 # --------------------------------------------------------------------------
 
 def wait_line(proc, text, timeout=30.0):
-    """Wait until proc printed a line containing text on stdout."""
+    """Wait until proc printed a whole line (newline included) containing
+    text on stdout: a program run unbuffered (PYTHONUNBUFFERED, as CI sets)
+    writes print("PORT", n)'s pieces separately, so "PORT" alone can be
+    there before the number is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if text.encode() in proc.stdout():
+        out = proc.stdout()
+        if text.encode() in out[:out.rfind(b"\n") + 1]:
             return
         if not proc.alive():
             break
