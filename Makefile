@@ -3,6 +3,9 @@
 #   make            build/libusmc.so and build/usmc
 #   make asan       build/asan/ (ASan+UBSan library and tests)
 #   make tsan       build/tsan/ (TSan library and tests)
+#   make copy       build/copy/ (library and tests over dev_copy, the test
+#                   device without shared mapping: src/dev_copy.c)
+#   make test-copy  the integration suite over build/copy (docs/devices.md)
 #   make test       everything, then the whole test suite
 #   make conformance  real projects' test suites, plain vs usmc, on an idle
 #                     machine and beside two CPU hogs (docs/conformance*.md)
@@ -19,7 +22,8 @@ BASE    := -std=gnu11 -D_GNU_SOURCE -pthread -fPIC $(WARN)
 LIBFLAGS := -fvisibility=hidden
 
 COMMON_SRC := src/util.c src/options.c src/controls.c src/log.c src/ifd.c src/rundir.c src/stats.c \
-              src/registry.c src/route.c src/reuseport.c src/nl.c src/clc.c src/clc_ln.c src/dev_loopback.c src/guard.c
+              src/registry.c src/route.c src/reuseport.c src/nl.c src/clc.c src/clc_ln.c src/dev.c src/dev_loopback.c \
+              src/dev_copy.c src/guard.c
 LIB_SRC := $(COMMON_SRC) src/interpose.c src/interpose_io.c src/interpose_poll.c src/interpose_open.c src/interpose_stdio.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c src/accept.c \
            src/lgr.c src/cdc.c src/tx.c src/tx_backing.c src/rx.c src/close.c src/wait.c src/waitset.c \
            src/poll.c src/epoll.c src/epoll_tag.c src/epoll_wait.c src/epoll_kernel.c src/epoll_spin.c src/epoll_bell.c src/epoll_sleep.c src/exec.c src/spawn.c src/migrate.c src/sandbox.c \
@@ -52,6 +56,8 @@ asan:
 	$(MAKE) O=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all tests
 tsan:
 	$(MAKE) O=build/tsan CFLAGS="-O1 -g -fsanitize=thread" all tests
+copy:
+	$(MAKE) O=build/copy CFLAGS="-O2 -g -DUSMC_TEST_DEVICES" all tests
 
 include tests/unit/Makefile.inc
 include tests/fuzz/Makefile.inc
@@ -61,6 +67,12 @@ test:
 
 # Real projects' own network test suites (CPython, Tornado, Twisted), whole,
 # plain and under usmc, outcomes compared; results in docs/conformance.md.
+# The integration suite again over dev_copy (the test device without shared
+# mapping); results in docs/devices.md.  The C programs run over it in
+# tests/run (tests/test_unit.py, build "copy").
+test-copy: copy
+	USMC_TEST_BUILD=$(CURDIR)/build/copy /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
+
 conformance: all
 	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json
 	tests/conformance/run.py --hog 2 --doc docs/conformance-hog.md --json docs/conformance-hog.json
@@ -107,4 +119,4 @@ lint:
 	cppcheck --enable=warning,performance,portability --std=c11 -D_GNU_SOURCE \
 		-iquote src --inline-suppr --quiet --error-exitcode=1 src/ cli/
 
-.PHONY: all asan tsan test clean tests lint conformance install uninstall deb
+.PHONY: all asan tsan copy test-copy test clean tests lint conformance install uninstall deb

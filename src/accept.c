@@ -55,7 +55,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	reason = usmc_conn_resources(sk, fd);
 	if (reason)
 		return reason;
-	rc = usmc_lgr_attach(p->lgr_id, &l);
+	rc = usmc_lgr_attach(p->lgr_id, p->devs[0], &l);
 	if (rc) {
 		/* A user the policy does not allow is a decision, not an error. */
 		if (rc != -EPERM && rc != -EACCES)
@@ -138,7 +138,7 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	if (!usmc_clc_answer(ln, &p->client, reason))
 		return -1;
 	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (usmc_lgr_attach(p->lgr_id, &l))
+	if (usmc_lgr_attach(p->lgr_id, p->devs[0], &l))
 		return gone;	/* its link group is gone: so are its bytes, if any */
 	if (p->slot < l->nslots) {
 		struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);

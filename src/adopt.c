@@ -206,7 +206,9 @@ static int conn_lgr(const struct usmc_adopt *a, struct usmc_lgr **l)
 			sys_close(owner_fd);	/* not needed */
 		return a->received && mode_on_rings(LOAD_ACQUIRE(&a->sh->mode)) ? -EINVAL : 0;
 	}
-	rc = a->role == 'C' ? usmc_lgr_adopt(a->lgr_id, owner_fd, l) : usmc_lgr_attach(a->lgr_id, l);
+	rc = a->role == 'C' ? usmc_lgr_adopt(a->lgr_id, owner_fd, l) :
+	     /* only a device that survives exec and SCM_RIGHTS travels */
+	     usmc_lgr_attach(a->lgr_id, USMC_DEV_LOOPBACK, l);
 	if (a->role != 'C' && owner_fd >= 0)
 		sys_close(owner_fd);
 	if (!rc && !ctrl_matches(*l, a)) {

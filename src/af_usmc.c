@@ -223,7 +223,9 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 			bool fresh)
 {
 	struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, slot);
-	int rc;
+	struct usmc_cdc_prod *p[2] = { &c->c2s_p, &c->s2c_p };
+	struct usmc_cdc_cons *k[2] = { &c->c2s_c, &c->s2c_c };
+	int rc, tx = usmc_tx_dir(sk);
 
 	rc = usmc_lgr_bells(l, &sk->bell_own, &sk->bell_peer);
 	if (rc)
@@ -233,21 +235,16 @@ int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot,
 	sk->gen = gen;
 	sk->size = l->ring_size;
 	sk->ctrl = c;
-	if (sk->role == 'C') {
-		sk->tx_p = &c->c2s_p;
-		sk->tx_c = &c->c2s_c;
-		sk->rx_p = &c->s2c_p;
-		sk->rx_c = &c->s2c_c;
-		sk->tx_ring = usmc_lgr_ring(l, slot, 0);
-		sk->rx_ring = usmc_lgr_ring(l, slot, 1);
-	} else {
-		sk->tx_p = &c->s2c_p;
-		sk->tx_c = &c->s2c_c;
-		sk->rx_p = &c->c2s_p;
-		sk->rx_c = &c->c2s_c;
-		sk->tx_ring = usmc_lgr_ring(l, slot, 1);
-		sk->rx_ring = usmc_lgr_ring(l, slot, 0);
-	}
+	sk->tx_p = p[tx];
+	sk->tx_c = k[tx];
+	sk->rx_p = p[!tx];
+	sk->rx_c = k[!tx];
+	sk->tx_ring = usmc_lgr_ring(l, slot, tx);
+	sk->rx_ring = usmc_lgr_ring(l, slot, !tx);
+	/* A device that cannot map the peer's DMB: our sndbuf (tx.c tx_to_dmb). */
+	sk->tx_move = !usmc_dev_can(l->dev, USMC_DEV_F_MAPPED);
+	if (sk->tx_move)
+		sk->tx_ring = usmc_lgr_sndbuf(l, slot);
 	sk->sh->data_rung = sk->sh->space_rung = 0;
 	sk->sh->tx_cons = sk->sh->tx_cons_at = sk->sh->tx_cons_rx = 0;	/* checked at every use */
 	/* A new connection's cursors start at 0 (the client reset the slot's
@@ -312,7 +309,8 @@ int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 }
 
 /* Which listener does dst reach, and may we propose to it? */
-static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, uint64_t *route_ns)
+static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, uint64_t *route_ns,
+			const struct usmc_dev_ops **dev)
 {
 	struct usmc_reg_listener rec;
 	int reason, rc;
@@ -326,6 +324,9 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 	reason = usmc_registry_match(dst, &rec);
 	if (reason)
 		return reason;
+	*dev = usmc_dev_pick(rec.devs);	/* ours, that the listener offers too */
+	if (!*dev)
+		return USMC_R_NO_DEVICE;
 	/* In another namespace: the kernel must be seen to take us there. */
 	*route_ns = rec.netns != usmc_netns_self() ? rec.netns : 0;
 	rc = usmc_clc_ln_get(rec.id, ln);
@@ -342,6 +343,7 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len)
 {
+	const struct usmc_dev_ops *dev = NULL;
 	struct usmc_clc_ln *ln = NULL;
 	struct sockaddr_storage ss;
 	struct usmc_clc_prop prop;
@@ -364,12 +366,12 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT :
 		 fd <= STDERR_FILENO ? USMC_R_STDIO : usmc_conn_resources(sk, fd);
 	if (!reason)
-		reason = client_match(&sk->peer, &ln, &sk->route_ns);
+		reason = client_match(&sk->peer, &ln, &sk->route_ns, &dev);
 	/* SIGIO is raised for TCP data only (interpose.c). */
 	if (!reason && sk_flag(sk, SKF_ASYNC))
 		reason = USMC_R_ASYNC_IO;
 	if (!reason)
-		reason = usmc_lgr_slot_get(ln->id, &l, &slot, &gen);
+		reason = usmc_lgr_slot_get(ln->id, dev, &l, &slot, &gen);
 	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen, true))) {
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
@@ -422,7 +424,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.version = USMC_PROTO_VERSION;
 		prop.uid = (uint32_t)geteuid();
 		prop.pid = (uint32_t)usmc_getpid();
-		usmc_dev_list(prop.devs);
+		usmc_dev_list(prop.devs, sk->lgr->dev->id);
 		prop.client = sk->local;
 		if (usmc_fault(USMC_FAULT_LATE))
 			usleep(50000);	/* a client descheduled inside connect() */

@@ -9,6 +9,7 @@
  * is the linearisation point of "matched": a concurrent withdraw fails.
  */
 #include "clc.h"
+#include "dev.h"
 #include "options.h"
 #include "guard.h"
 #include "log.h"
@@ -363,17 +364,12 @@ bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client)
 
 int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client)
 {
-	unsigned int i;
-	bool lo = false;
-
 	if (p->version != USMC_PROTO_VERSION)
 		return USMC_R_VERSION;
 	if (client && (!usmc_addr_ip_eq(&p->client, client) || p->client.port != client->port))
 		return USMC_R_INTERNAL;
-	for (i = 0; i < ARRAY_SIZE(p->devs) && p->devs[i]; i++)
-		if (p->devs[i] == USMC_DEV_LOOPBACK)
-			lo = true;
-	if (!lo)
+	/* devs[0]: the device of the proposal's link group (dev.c). */
+	if (!usmc_dev_get(p->devs[0]))
 		return USMC_R_NO_DEVICE;
 	if (!p->lgr_id)
 		return USMC_R_INTERNAL;

@@ -103,7 +103,8 @@ struct usmc_clc_entry {
 	uint32_t slot;			/* connection slot in that link group */
 	uint32_t gen;			/* slot generation for this connection */
 	uint32_t version;		/* USMC_PROTO_VERSION */
-	uint8_t devs[4];		/* devices the client can use, best first */
+	uint8_t devs[4];		/* [0] its link group's device, then the
+				 * others the client can use, best first */
 	struct usmc_addr client;	/* the client's address as it sees it */
 	uint32_t uid;			/* client's euid (informational; checked by fstat) */
 	uint32_t pid;
@@ -184,7 +185,7 @@ struct usmc_clc_prop {
 	uint64_t epoch;			/* client: the listener's epoch before its SYN */
 	uint64_t lgr_id;
 	uint32_t slot, gen, version, uid, pid;
-	uint8_t devs[4];
+	uint8_t devs[4];		/* as usmc_clc_entry.devs */
 	struct usmc_addr client;
 	bool wake;			/* +W: the client sends (sent) one wake byte */
 };

@@ -4,9 +4,33 @@
  *
  * Shaped like the kernel's smcd_ops: a device provides the memory a link
  * group's DMBs live in (the owner registers it, the peer attaches it by
- * token), a doorbell per side of a link group, and a way to signal the peer.  Loopback (one
- * host, any network namespace) is the first device; ivshmem (between VMs)
- * and RDMA (between hosts) slot in behind the same table.
+ * token), a doorbell per side of a link group, and a way to signal the
+ * peer.  dev.c owns the table and the choice of device for a connection;
+ * the core asks a link group's device (lgr->dev) and never names one.
+ *
+ * What a device can do is in its capability flags:
+ *
+ *  USMC_DEV_F_MAPPED  the peer's DMBs are mapped here: the sender writes
+ *                     straight into them (SMC-D's "no copy").  Without it
+ *                     (SMC-R's shape) the core writes into a sndbuf of its
+ *                     own (lgr.c usmc_lgr_sndbuf) and hands each span to
+ *                     move_data before publishing the cursor that covers
+ *                     it; the peer's DMBs are never touched by the core.
+ *  USMC_DEV_F_FORK    a link group keeps working in a forked child: the
+ *                     two processes may share a connection.  Without it,
+ *                     a connection moves to TCP before the fork (reason
+ *                     device_unshared), unless its peer closed already.
+ *  USMC_DEV_F_EXEC    a process can attach a link group it did not make
+ *                     or attach itself and take a connection over: exec
+ *                     (exec.c), and with _FORK a posix_spawn child or a
+ *                     process its socket is sent to (SCM_RIGHTS).
+ *
+ * Loopback (one host, any network namespace) has all three.  dev_copy
+ * (-DUSMC_TEST_DEVICES builds only, make copy) is loopback's memory used the
+ * way a device without them must be: the suite runs over it so that the
+ * sndbuf + move_data path and the moves to TCP are tested on every commit.
+ * ivshmem (between VMs) and RDMA (between hosts) slot in behind the same
+ * table.
  */
 #ifndef USMC_DEV_H
 #define USMC_DEV_H
@@ -21,11 +45,17 @@ enum usmc_dev_id {
 	USMC_DEV_LOOPBACK = 1,	/* same host: shared files + FIFO doorbells */
 	USMC_DEV_IVSHMEM = 2,	/* reserved: between VMs */
 	USMC_DEV_RDMA = 3,	/* reserved: between hosts */
+	USMC_DEV_COPY = 0x7f,	/* test builds only: loopback without mapping (dev_copy.c) */
 };
+
+#define USMC_DEV_F_MAPPED	0x1u
+#define USMC_DEV_F_FORK		0x2u
+#define USMC_DEV_F_EXEC		0x4u
 
 struct usmc_dev_ops {
 	const char *name;
 	uint8_t id;				/* enum usmc_dev_id, carried in CLC */
+	uint32_t caps;				/* USMC_DEV_F_* */
 	bool (*probe)(void);			/* usable in this process? */
 	/* Link group memory: owner creates and maps, peer attaches by lgr->id. */
 	int (*lgr_create)(struct usmc_lgr *lgr);
@@ -49,6 +79,15 @@ struct usmc_dev_ops {
 	 * with nothing unread there): 0 or -errno. */
 	int (*dmb_release)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			   uint32_t len);
+	/* Devices without USMC_DEV_F_MAPPED: len bytes at offset off of the
+	 * slot's sndbuf (usmc_lgr_sndbuf) into the peer's DMB of ring dir at
+	 * the same offset (off + len <= ring size: callers split a wrap).
+	 * On return the bytes are where the peer will find them once it sees
+	 * a cursor published after this call (SMC-R: an RDMA WRITE ordered
+	 * before the CDC message).  Called under the connection's tx_lock;
+	 * 0, or -errno: the connection is broken. */
+	int (*move_data)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
+			 uint32_t len);
 	/* Wake every waiter watching bell; drain: empty it (signal does,
 	 * when it is full). */
 	void (*signal)(int bell);
@@ -56,9 +95,25 @@ struct usmc_dev_ops {
 };
 
 extern const struct usmc_dev_ops usmc_dev_loopback;
+#ifdef USMC_TEST_DEVICES
+extern const struct usmc_dev_ops usmc_dev_copy;
+#endif
 
-/* Devices this process can use, best first (0-terminated ids). */
-void usmc_dev_list(uint8_t ids[4]);
+/* Devices this process can use, best first (0-terminated ids); first, if
+ * not 0: that one goes first (a proposal's chosen device). */
+void usmc_dev_list(uint8_t ids[4], uint8_t first);
+/* A device this process offers, by id; NULL: none. */
 const struct usmc_dev_ops *usmc_dev_get(uint8_t id);
+/* Client: the best device of ours that a listener offering offered[]
+ * (its registry record) can use too; NULL: none in common. */
+const struct usmc_dev_ops *usmc_dev_pick(const uint8_t offered[4]);
+
+/* Has every device of this build all of caps? */
+bool usmc_dev_all_can(uint32_t caps);
+
+static inline bool usmc_dev_can(const struct usmc_dev_ops *d, uint32_t caps)
+{
+	return (d->caps & caps) == caps;
+}
 
 #endif

@@ -10,6 +10,7 @@
  * a process dies, which is how either side learns the other is gone.
  */
 #include "dev.h"
+#include "dev_loopback.h"
 #include "guard.h"
 #include "lgr.h"
 #include "log.h"
@@ -28,7 +29,7 @@ static void lgr_dir(char *buf, size_t len, uint64_t id, bool tmp)
 	snprintf(buf, len, "%slg-%016llx", tmp ? "t-" : "", (unsigned long long)id);
 }
 
-static bool lo_probe(void)
+bool usmc_lo_probe(void)
 {
 	return usmc_rundir_init() == 0;
 }
@@ -65,7 +66,7 @@ static void lgr_map_setup(struct usmc_lgr *l, const struct usmc_lgr_hdr *h)
 		madvise(l->base + h->dmb_off, h->size - h->dmb_off, MADV_HUGEPAGE);
 }
 
-static int lo_lgr_create(struct usmc_lgr *l)
+int usmc_lo_lgr_create(struct usmc_lgr *l)
 {
 	struct usmc_lgr_hdr h = { 0 }, *hp;
 	char tmp[64], final[64], path[96];
@@ -115,7 +116,7 @@ static int lo_lgr_create(struct usmc_lgr *l)
 	h.id = l->id;
 	h.owner_pid = (uint32_t)usmc_getpid();
 	h.owner_uid = (uint32_t)geteuid();
-	h.dev = USMC_DEV_LOOPBACK;
+	h.dev = l->dev->id;
 	*hp = h;
 	STORE_RELEASE((_Atomic uint64_t *)&hp->magic, USMC_LGR_MAGIC);
 	/* Locked before it is visible under its real name: see rundir.h. */
@@ -142,7 +143,7 @@ err_dir:
 	return rc;
 }
 
-static int lo_lgr_attach(struct usmc_lgr *l)
+int usmc_lo_lgr_attach(struct usmc_lgr *l)
 {
 	struct usmc_lgr_hdr h, expect = { 0 };
 	char path[96];
@@ -165,7 +166,7 @@ static int lo_lgr_attach(struct usmc_lgr *l)
 	}
 	/* The header is the peer's word: check every field against the file. */
 	if (h.magic != USMC_LGR_MAGIC || h.version != USMC_PROTO_VERSION || h.id != l->id ||
-	    h.dev != USMC_DEV_LOOPBACK || !h.nslots || h.nslots > USMC_LGR_MAX_SLOTS ||
+	    h.dev != l->dev->id || !h.nslots || h.nslots > USMC_LGR_MAX_SLOTS ||
 	    h.ring_size < 4096 || h.ring_size > (64u << 20) || (h.ring_size & (h.ring_size - 1)) ||
 	    (h.dmb_shift != DMB_SHIFT_REGULAR && h.dmb_shift != DMB_SHIFT_HUGE)) {
 		rc = -EBADMSG;
@@ -205,7 +206,7 @@ err:
 	return rc;
 }
 
-static void lo_lgr_unpublish(struct usmc_lgr *l)
+void usmc_lo_lgr_unpublish(struct usmc_lgr *l)
 {
 	char dir[64], path[96];
 
@@ -219,19 +220,19 @@ static void lo_lgr_unpublish(struct usmc_lgr *l)
 	usmc_rundir_unlink(dir, true);
 }
 
-static void lo_lgr_release(struct usmc_lgr *l)
+void usmc_lo_lgr_release(struct usmc_lgr *l)
 {
 	usmc_guard_del(l->guard);
 	if (l->base)
 		munmap(l->base, l->size);
 	l->base = NULL;
 	if (l->owner && l->pid == usmc_getpid())
-		lo_lgr_unpublish(l);
+		usmc_lo_lgr_unpublish(l);
 	usmc_ifd_close(l->mem_fd);
 	l->mem_fd = -1;
 }
 
-static bool lo_lgr_peer_alive(struct usmc_lgr *l)
+bool usmc_lo_lgr_peer_alive(struct usmc_lgr *l)
 {
 	/* Owner asks about attached peers (byte 1), peers about the owner (0). */
 	return usmc_lock_held(l->mem_fd, l->owner ? 1 : 0);
@@ -239,7 +240,7 @@ static bool lo_lgr_peer_alive(struct usmc_lgr *l)
 
 /* A slot's DMBs live in the link group's file (backed by dmb_reserve):
  * nothing to create; the fault point stands for a device that has to. */
-static int lo_register_dmb(struct usmc_lgr *l, uint32_t slot)
+int usmc_lo_register_dmb(struct usmc_lgr *l, uint32_t slot)
 {
 	(void)l;
 	(void)slot;
@@ -255,12 +256,12 @@ static int open_bell(uint64_t id, char side)
 		return -EMFILE;
 	snprintf(path, sizeof(path), "lg-%016llx/%c", (unsigned long long)id, side);
 	/* O_RDWR: never blocks, never EOF, a write never raises SIGPIPE, and
-	 * the ringing side can empty a full FIFO (lo_signal). */
+	 * the ringing side can empty a full FIFO (usmc_lo_signal). */
 	fd = usmc_rundir_open_fifo(path, O_RDWR | O_NONBLOCK);
 	return fd < 0 ? fd : usmc_ifd_move_high(fd, true);
 }
 
-static int lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *peer)
+int usmc_lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *peer)
 {
 	int a, b;
 
@@ -283,7 +284,7 @@ static off_t lo_ring_base(struct usmc_lgr *l, uint32_t slot, int dir)
 	return (off_t)((uint8_t *)usmc_lgr_ring(l, slot, dir) - l->base);
 }
 
-static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
+int usmc_lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len)
 {
 	off_t base = lo_ring_base(l, slot, dir);
 	uint32_t *backed = l->bells ? &l->bells[slot].backed[dir & 1] : NULL;
@@ -292,7 +293,7 @@ static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 		return -ENOSPC;
 	/* Always asked of the kernel, also where an earlier user of the
 	 * slot backed it: another process of ours (a fork, an adopter) may
-	 * have given it back since (lo_dmb_release).  Pages still there
+	 * have given it back since (usmc_lo_dmb_release).  Pages still there
 	 * cost a lookup each. */
 	if (fallocate(l->mem_fd, 0, base + off, len))
 		return -errno;
@@ -305,7 +306,7 @@ static int lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
  * later access finds zeroes (the file keeps its size: no SIGBUS).  The
  * bells[].backed mark stays: reserve no longer trusts it, and lgr.c only
  * asks whether it is set. */
-static int lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off,
+int usmc_lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off,
 			  uint32_t len)
 {
 	if (fallocate(l->mem_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -314,7 +315,7 @@ static int lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 	return 0;
 }
 
-static void lo_drain(int bell)
+void usmc_lo_drain(int bell)
 {
 	char buf[4096];
 
@@ -329,12 +330,12 @@ static void lo_drain(int bell)
  * A full FIFO would refuse the write, and with it the edge: empty it (we
  * hold it read-write) and write again.
  */
-static void lo_signal(int bell)
+void usmc_lo_signal(int bell)
 {
 	static const char one = 1;
 
 	if (sys_write(bell, &one, 1) == -EAGAIN) {
-		lo_drain(bell);
+		usmc_lo_drain(bell);
 		(void)sys_write(bell, &one, 1);
 	}
 }
@@ -342,28 +343,17 @@ static void lo_signal(int bell)
 const struct usmc_dev_ops usmc_dev_loopback = {
 	.name = "loopback",
 	.id = USMC_DEV_LOOPBACK,
-	.probe = lo_probe,
-	.lgr_create = lo_lgr_create,
-	.lgr_attach = lo_lgr_attach,
-	.lgr_release = lo_lgr_release,
-	.lgr_unpublish = lo_lgr_unpublish,
-	.lgr_peer_alive = lo_lgr_peer_alive,
-	.register_dmb = lo_register_dmb,
-	.attach_bells = lo_attach_bells,
-	.dmb_reserve = lo_dmb_reserve,
-	.dmb_release = lo_dmb_release,
-	.signal = lo_signal,
-	.drain = lo_drain,
+	.caps = USMC_DEV_F_MAPPED | USMC_DEV_F_FORK | USMC_DEV_F_EXEC,
+	.probe = usmc_lo_probe,
+	.lgr_create = usmc_lo_lgr_create,
+	.lgr_attach = usmc_lo_lgr_attach,
+	.lgr_release = usmc_lo_lgr_release,
+	.lgr_unpublish = usmc_lo_lgr_unpublish,
+	.lgr_peer_alive = usmc_lo_lgr_peer_alive,
+	.register_dmb = usmc_lo_register_dmb,
+	.attach_bells = usmc_lo_attach_bells,
+	.dmb_reserve = usmc_lo_dmb_reserve,
+	.dmb_release = usmc_lo_dmb_release,
+	.signal = usmc_lo_signal,
+	.drain = usmc_lo_drain,
 };
-
-void usmc_dev_list(uint8_t ids[4])
-{
-	memset(ids, 0, 4);
-	if (usmc_dev_loopback.probe())
-		ids[0] = USMC_DEV_LOOPBACK;
-}
-
-const struct usmc_dev_ops *usmc_dev_get(uint8_t id)
-{
-	return id == USMC_DEV_LOOPBACK ? &usmc_dev_loopback : NULL;
-}

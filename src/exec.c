@@ -284,6 +284,10 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	 * may adopt. */
 	usmc_family_before_fork();
 	c->plain = !usmc_env_has_usmc(envp);
+	/* The new image shares what it inherits with us (spawn) or takes it
+	 * over (exec): a device that cannot do that hands it to TCP. */
+	if (!c->plain)
+		usmc_conns_unshare(c->spawn ? USMC_DEV_F_FORK | USMC_DEV_F_EXEC : USMC_DEV_F_EXEC);
 	if (c->plain) {
 		usmc_fd_foreach(collect, c);
 		return NULL;

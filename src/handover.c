@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * handover.c - sockets passed to a process that will not adopt them.
+ * handover.c - sockets passed to a process that will not adopt them, and
+ * connections whose device cannot be shared with another process
+ * (usmc_conn_unshare: before a fork, an exec, a send).
  *
  * A descriptor sent over a UNIX socket (node's cluster in round-robin
  * mode, connection brokers, haproxy's and nginx's hand-over on reload)
@@ -109,7 +111,7 @@ static void reset_tcp(struct usmc_sock *sk, int fd)
 		       fd);
 }
 
-static void handover_conn(struct usmc_sock *sk, int fd)
+static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 {
 	bool lost;
 
@@ -122,7 +124,7 @@ static void handover_conn(struct usmc_sock *sk, int fd)
 	usmc_sock_refresh(sk, fd);
 	lost = stranded(sk, fd);
 	if (sk_is_smc_path(sk))
-		usmc_conn_leave(sk, fd, USMC_R_HANDOVER);
+		usmc_conn_leave(sk, fd, reason);
 	/* SKF_LOST: declined after the client had left with bytes queued in
 	 * shared memory; our reads say ECONNRESET, and so must the receiver's. */
 	if (lost || sk_mode(sk) == USMC_MODE_MIGRATING || sk_flag(sk, SKF_LOST)) {
@@ -154,11 +156,12 @@ static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
 	struct usmc_addr client = e->client;
 	uint64_t lgr_id = e->lgr_id;
 	uint32_t slot = e->slot, gen = e->gen;
+	uint8_t dev = e->devs[0];
 	struct usmc_cdc_ctrl *c;
 	struct usmc_lgr *l;
 	int own, peer;
 
-	if (usmc_lgr_attach(lgr_id, &l))
+	if (usmc_lgr_attach(lgr_id, dev, &l))
 		return;		/* the client is gone: so is its connection */
 	c = slot < l->nslots ? usmc_lgr_ctrl(l, slot) : NULL;
 	/* Ours to answer only while it is this connection's slot and the
@@ -281,7 +284,7 @@ void usmc_handover_fd(int fd)
 	if (!sk)
 		return;
 	if (sk->kind == SK_CONN) {
-		handover_conn(sk, fd);
+		handover_conn(sk, fd, USMC_R_HANDOVER);
 	} else if (sk->kind == SK_LISTEN) {
 		if (sk->lst)
 			usmc_dbg(1, "fd %d: listener handed over: clients connect over TCP", fd);
@@ -376,4 +379,47 @@ void usmc_handover_recv_slow(const struct msghdr *msg)
 
 	each_passed_fd(msg, receive_fd);
 	errno = saved;
+}
+
+/*
+ * Moved as for a process without libusmc (handover_conn: bytes stranded
+ * in our ring reset the connection rather than end it short).  An
+ * undecided server connection is decided first: it may be about to take a
+ * link group of a device that cannot be shared.
+ */
+void usmc_conn_unshare(struct usmc_sock *sk, int fd, uint32_t need)
+{
+	if (likely(usmc_dev_all_can(need)) || sk->kind != SK_CONN)
+		return;
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	if (!sk->lgr || usmc_dev_can(sk->lgr->dev, need) || !sk_is_smc_path(sk))
+		return;
+	/* Forked: a peer that closed or reset takes no byte of ours again
+	 * (EPIPE, from the shared state), so there is nothing to keep apart,
+	 * and TCP could not show that state (a first write would succeed).
+	 * A process that adopts it (exec, SCM_RIGHTS) attaches afresh: no. */
+	if (need == USMC_DEV_F_FORK && sk_mode(sk) == USMC_MODE_SMCD &&
+	    ((LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT)) ||
+	     (LOAD_ACQUIRE(&sk->rx_p->flags) & CDC_F_ABORT)))
+		return;
+	handover_conn(sk, fd, USMC_R_DEV_UNSHARED);
+}
+
+/* Another thread may close fd meanwhile: only a socket we hold a reference
+ * to is touched (usmc_fd_get). */
+static void unshare_one(int fd, struct usmc_sock *seen __unused, void *arg)
+{
+	struct usmc_sock *sk = usmc_fd_get(fd);
+
+	if (!sk)
+		return;
+	usmc_conn_unshare(sk, fd, *(uint32_t *)arg);
+	usmc_sock_put(sk);
+}
+
+void usmc_conns_unshare(uint32_t need)
+{
+	if (!usmc_dev_all_can(need))
+		usmc_fd_foreach(unshare_one, &need);
 }

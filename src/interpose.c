@@ -13,6 +13,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
+#include "handover.h"
 #include "lgr.h"
 #include "log.h"
 #include "migrate.h"
@@ -678,6 +679,8 @@ pid_t usmc_fork(void)
 
 	if (unlikely(!real_fork))
 		real_fork = dlsym(RTLD_NEXT, "fork");
+	/* Parent and child share every connection from now on. */
+	usmc_conns_unshare(USMC_DEV_F_FORK);
 	usmc_fd_fork_prepare();
 	pid = real_fork();	/* runs the atfork handlers below in the child */
 	if (pid != 0)

@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_cdc_ctrl) != 512);
@@ -30,7 +31,7 @@ static pthread_mutex_t lgr_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t bell_gens;
 static struct usmc_lgr *lgr_list;
 
-static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
+static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner, const struct usmc_dev_ops *dev)
 {
 	struct usmc_lgr *l = calloc(1, sizeof(*l));
 
@@ -42,17 +43,35 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner)
 	l->mem_fd = -1;
 	l->guard = -1;
 	l->bell_own = l->bell_peer = -1;
-	l->dev = &usmc_dev_loopback;
+	l->dev = dev;
 	pthread_mutex_init(&l->lock, NULL);
 	return l;
 }
 
-static int lgr_bells_alloc(struct usmc_lgr *l)
+/*
+ * What a link group needs of this process once its memory is there: the
+ * per-slot bell records and, for a device that cannot map the peer's DMBs
+ * (dev.h), the sndbufs our side writes into before move_data: one ring's
+ * size per slot, private, backed only where written (the kernel's zero
+ * page until then).  Reused with the slot, as DMBs are.
+ */
+static int lgr_private_alloc(struct usmc_lgr *l)
 {
 	l->bells = calloc(l->nslots, sizeof(*l->bells));
 	l->bell_own = l->bell_peer = -1;
 	l->bell_users = 0;
-	return l->bells ? 0 : -ENOMEM;
+	if (!l->bells)
+		return -ENOMEM;
+	if (usmc_dev_can(l->dev, USMC_DEV_F_MAPPED))
+		return 0;
+	l->sndbuf_size = (size_t)l->nslots * l->ring_size;
+	l->sndbuf = mmap(NULL, l->sndbuf_size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (l->sndbuf == MAP_FAILED) {
+		l->sndbuf = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 static void lgr_free(struct usmc_lgr *l)
@@ -62,6 +81,8 @@ static void lgr_free(struct usmc_lgr *l)
 		usmc_ifd_close(l->bell_peer);
 		free(l->bells);
 	}
+	if (l->sndbuf)
+		munmap(l->sndbuf, l->sndbuf_size);
 	l->dev->lgr_release(l);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
@@ -133,7 +154,8 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 	return -1;
 }
 
-int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uint32_t *gen)
+int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usmc_lgr **out,
+		      uint32_t *slot, uint32_t *gen)
 {
 	struct usmc_lgr *l;
 	pid_t me = usmc_getpid();
@@ -141,7 +163,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 
 	pthread_mutex_lock(&lgr_list_lock);
 	for (l = lgr_list; l; l = l->next) {
-		if (!l->owner || l->pid != me || l->ln_id != ln_id ||
+		if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
 		    l->ring_size != (uint32_t)usmc_opt.ring_size)
 			continue;
 		s = lgr_claim(l, gen);
@@ -151,7 +173,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 	pthread_mutex_unlock(&lgr_list_lock);
 
 	/* No room: a new link group (the first contact, in SMC terms). */
-	l = lgr_alloc(usmc_random64(), true);
+	l = lgr_alloc(usmc_random64(), true, dev);
 	if (!l)
 		return USMC_R_MEM;
 	l->ln_id = ln_id;
@@ -163,7 +185,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uin
 		free(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
-	if (lgr_bells_alloc(l)) {
+	if (lgr_private_alloc(l)) {
 		lgr_free(l);
 		return USMC_R_MEM;
 	}
@@ -227,8 +249,9 @@ void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool ser
 	usmc_lgr_put(l);
 }
 
-int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
+int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 {
+	const struct usmc_dev_ops *dev = usmc_dev_get(dev_id);
 	struct usmc_lgr *l;
 	int rc;
 
@@ -236,6 +259,10 @@ int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
 	for (l = lgr_list; l; l = l->next)
 		if (!l->owner && l->id == id)
 			break;
+	if (l && l->dev != dev) {
+		pthread_mutex_unlock(&lgr_list_lock);
+		return -EBADMSG;	/* the peer names another device now */
+	}
 	if (l) {
 		l->refs++;
 		pthread_mutex_unlock(&lgr_list_lock);
@@ -245,7 +272,9 @@ int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
 	lgr_prune_locked();
 	pthread_mutex_unlock(&lgr_list_lock);
 
-	l = lgr_alloc(id, false);
+	if (!dev)
+		return -EBADMSG;
+	l = lgr_alloc(id, false, dev);
 	if (!l)
 		return -ENOMEM;
 	rc = l->dev->lgr_attach(l);
@@ -253,7 +282,7 @@ int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out)
 		free(l);
 		return rc;
 	}
-	if (lgr_bells_alloc(l)) {
+	if (lgr_private_alloc(l)) {
 		lgr_free(l);
 		return -ENOMEM;
 	}
@@ -293,7 +322,8 @@ int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
 		return 0;
 	}
 	pthread_mutex_unlock(&lgr_list_lock);
-	l = lgr_alloc(id, true);
+	/* Only a device that survives exec and SCM_RIGHTS gets here. */
+	l = lgr_alloc(id, true, &usmc_dev_loopback);
 	if (!l) {
 		sys_close(owner_fd);
 		return -ENOMEM;
@@ -317,7 +347,7 @@ int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
 	usmc_ifd_mark(owner_fd);
 	sys_fcntl(owner_fd, F_SETFD, FD_CLOEXEC);
 	l->pid = 0;
-	if (lgr_bells_alloc(l)) {
+	if (lgr_private_alloc(l)) {
 		lgr_free(l);
 		return -ENOMEM;
 	}

@@ -60,6 +60,9 @@ struct usmc_lgr {
 	size_t size;
 	struct usmc_cdc_ctrl *ctrl;
 	uint8_t *dmb;
+	void *dev_priv;			/* the device's own state for this link group */
+	uint8_t *sndbuf;		/* unmapped devices: our side's sndbufs (lgr.c) */
+	size_t sndbuf_size;
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
 	struct usmc_lgr_bell *bells;	/* [nslots] */
@@ -115,16 +118,26 @@ static inline uint8_t *usmc_lgr_ring(struct usmc_lgr *l, uint32_t slot, int dir)
 	return l->dmb + ((size_t)slot * 2 + (size_t)dir) * l->ring_size;
 }
 
-/* Client: a fresh slot towards listener ln_id (creates a link group). */
-int usmc_lgr_slot_get(uint64_t ln_id, struct usmc_lgr **out, uint32_t *slot, uint32_t *gen);
+/* The sndbuf of slot's outgoing ring, on a device without USMC_DEV_F_MAPPED. */
+static inline uint8_t *usmc_lgr_sndbuf(struct usmc_lgr *l, uint32_t slot)
+{
+	return l->sndbuf + (size_t)slot * l->ring_size;
+}
+
+/* Client: a fresh slot towards listener ln_id on device dev (a link group
+ * of that device; created if none has room). */
+int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usmc_lgr **out,
+		      uint32_t *slot, uint32_t *gen);
 /* Client: the connection on slot/gen is gone here; server_attached says
  * whether the server may still be using it. */
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
 /* The same without dropping our reference to l (no lock: process exit). */
 void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
 
-/* Server: attach the client's link group by id (cached). */
-int usmc_lgr_attach(uint64_t id, struct usmc_lgr **out);
+/* Server: attach the client's link group by id on the device the
+ * proposal named (cached); -EBADMSG: not one we offer, or the link group
+ * says another. */
+int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out);
 void usmc_lgr_put(struct usmc_lgr *l);
 /* One more reference to a link group we hold one of. */
 void usmc_lgr_hold(struct usmc_lgr *l);

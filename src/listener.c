@@ -134,7 +134,7 @@ static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
 	/* Clients read it only with USMC_REG_F_REUSEPORT (reuseport.c);
 	 * other holders of the socket find the record by it (join()). */
 	rec.ino = ino;
-	usmc_dev_list(rec.devs);
+	usmc_dev_list(rec.devs, 0);
 	if (!real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &olen) && on)
 		rec.flags |= USMC_REG_F_REUSEPORT;	/* alone in its group? (reuseport.c) */
 	memset(&ss, 0, sizeof(ss));

@@ -268,7 +268,10 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 	if (!(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
 		return;
 	pthread_mutex_lock(&sk->lock);
-	if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) {
+	/* Another thread of ours leaving (usmc_conn_to_tcp) claimed the
+	 * move first: the peer's flag is its to handle (it sees it). */
+	if ((sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) &&
+	    !(atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING)) {
 		/* Their cons is final now (stored before the flag, release). */
 		sk->migrate_pos = LOAD_ACQUIRE(&sk->tx_c->cons);
 		sk->migrate_end = MIGRATE_END_UNKNOWN;
@@ -293,13 +296,14 @@ void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason)
 {
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
 		usmc_server_resolve(sk, fd, true);
+	/* Moves it, or waits for a move another thread of ours started. */
+	usmc_conn_to_tcp(sk, fd, reason);
 	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
 		usmc_migrate_pump(sk, fd, true);
 		/* What we read of the peer's TCP copy is not the next holder's. */
 		while (sk_flag(sk, SKF_TCP_DUP) && usmc_migrate_skip_dup(sk, fd, false) == -EINTR)
 			;
 	}
-	usmc_conn_to_tcp(sk, fd, reason);
 }
 
 /*
@@ -334,6 +338,19 @@ static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t 
 		if (real.poll(&p, 1, -1) < 0 && errno != EINTR)
 			return -errno;
 	}
+}
+
+/* Until the move another thread claimed is under way (MIGRATING) or done. */
+static void wait_moved(struct usmc_sock *sk)
+{
+	static const struct timespec nap = { 0, 100000 };
+	unsigned int i;
+
+	for (i = 0; sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED; i++)
+		if (i < 64)
+			sched_yield();
+		else
+			nanosleep(&nap, NULL);
 }
 
 /*
@@ -371,6 +388,15 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 		usmc_family_unlock(&sk->sh->tx_lock);
 		return -EBUSY;
 	}
+	/* One move per connection: another thread of ours that follows the
+	 * peer, or leaves too, may be at it already (a fork moving every
+	 * connection while a thread reads one).  Its move is ours. */
+	if (atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
+		usmc_family_unlock(&sk->sh->rx_lock);
+		usmc_family_unlock(&sk->sh->tx_lock);
+		wait_moved(sk);
+		return 0;
+	}
 	/* After our last prod and our last cons: release pairs with the
 	 * peer's acquire of the flags in usmc_migrate_follow()/rx.  Dekker
 	 * with a peer leaving at the same time (seq_cst flag, fence, load of
@@ -387,6 +413,13 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	 * answered by someone who does not hold the server end (unbound):
 	 * all of it, from the start (a proposed ring is never reused, tx.c);
 	 * a usmc server that took it after all drops what it read. */
+	/* Proposed, and the server left already: it accepted, and left
+	 * without seeing our flag (else it reads our ring up to our cut),
+	 * so it counts on us for what it did not read, as a server we had
+	 * seen accept would (usmc_migrate_follow() trusts the flag the same
+	 * way).  Two ends of one process leaving at a fork met this. */
+	if (m == USMC_MODE_PROPOSED && peer_left && reason != USMC_R_UNBOUND)
+		m = USMC_MODE_SMCD;
 	end = LOAD_RELAXED(&sk->sh->tx_prod);
 	from = m == USMC_MODE_SMCD ? ring_head(LOAD_ACQUIRE(&sk->tx_c->cons),
 					       LOAD_RELAXED(&sk->sh->tx_skip), end) :

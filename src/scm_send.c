@@ -74,8 +74,12 @@ static bool ticketable(struct usmc_sock *sk, int fd)
 	int saved = errno;
 	bool ok;
 
-	if (sk->kind == SK_CONN)
+	if (sk->kind == SK_CONN) {
+		/* Sender and receiver share it, and the receiver attaches its
+		 * link group afresh (as after exec): its device must allow it. */
+		usmc_conn_unshare(sk, fd, USMC_DEV_F_FORK | USMC_DEV_F_EXEC);
 		return true;
+	}
 	if (sk->kind == SK_LISTEN)
 		return sk->lst != NULL;
 	if (sk->kind != SK_TCP || getsockname(fd, (struct sockaddr *)&ss, &l) ||

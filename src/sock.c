@@ -100,6 +100,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	sk->tx_p = sk->rx_p = NULL;
 	sk->tx_c = sk->rx_c = NULL;
 	sk->tx_ring = sk->rx_ring = NULL;
+	sk->tx_move = false;
 	sk->bell_own = sk->bell_peer = -1;
 	sk->st = NULL;
 	sk->migrate_pos = 0;

@@ -62,6 +62,8 @@ enum usmc_sock_kind {
 #define SKF_LOWAT	0x2000000	/* SO_RCVLOWAT above 1 (sh->rcvlowat) */
 #define SKF_APP_NOPORT	0x4000000	/* the program set IP_BIND_ADDRESS_NO_PORT (clc_bind.c) */
 #define SKF_APP_RFC4884	0x8000000	/* the program set IP_RECVERR_RFC4884 (clc_bind.c) */
+#define SKF_MOVING	0x10000000	/* the move to TCP is claimed, by usmc_conn_to_tcp or
+					 * usmc_migrate_follow, the first of them (one-shot) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -152,7 +154,9 @@ struct usmc_sock {
 	struct usmc_cdc_ctrl *ctrl;
 	struct usmc_cdc_prod *tx_p, *rx_p;	/* ours / the peer's */
 	struct usmc_cdc_cons *tx_c, *rx_c;	/* the peer's / ours */
-	uint8_t *tx_ring, *rx_ring;
+	uint8_t *tx_ring, *rx_ring;	/* tx_ring: the peer's DMB, or with tx_move
+					 * our sndbuf (dev.h USMC_DEV_F_MAPPED) */
+	bool tx_move;
 	int bell_own, bell_peer;	/* loaded without sk->lock by calls holding a
 					 * reference (shed.c closes them only when no
 					 * call does) */

@@ -44,6 +44,32 @@ static bool tx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *pr
 	return true;
 }
 
+/*
+ * A device that cannot map the peer's DMB (sk->tx_move, dev.h): the n bytes
+ * just written to our sndbuf at cursor from go to the peer's DMB at the
+ * same ring offsets, before the cursor that covers them is published.  The
+ * sndbuf keeps them: a move to TCP sends from there (migrate.c).  Caller
+ * holds tx_lock; 0, or -errno: the connection is broken.
+ */
+static int tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n)
+{
+	struct usmc_lgr *l = sk->lgr;
+	uint32_t off = (uint32_t)(from & (sk->size - 1));
+	size_t first = MIN(n, (size_t)(sk->size - off));
+	int rc;
+
+	rc = l->dev->move_data(l, sk->slot, usmc_tx_dir(sk), off, (uint32_t)first);
+	if (!rc && first < n)
+		rc = l->dev->move_data(l, sk->slot, usmc_tx_dir(sk), 0, (uint32_t)(n - first));
+	return rc;
+}
+
+static inline __attribute__((always_inline)) int tx_to_dmb(struct usmc_sock *sk, uint64_t from,
+							   size_t n)
+{
+	return likely(!sk->tx_move) ? 0 : tx_move_slow(sk, from, n);
+}
+
 /* A send ran out of room: an edge-triggered EPOLLOUT is due once there is
  * room again (epoll_wait.c's reg_news).  Caller holds tx_lock. */
 static void tx_nospace(struct usmc_sock *sk)
@@ -415,7 +441,7 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	    LOAD_RELAXED(&sk->sh->tx_hw) < sk->size && usmc_tx_room(sk, prod, head, n) < n)
 		goto slow;
 	ring_put(sk->tx_ring, sk->size, prod, buf, n);
-	if (unlikely(usmc_guard_poisoned(sk->lgr->guard)))
+	if (unlikely(tx_to_dmb(sk, prod, n) || usmc_guard_poisoned(sk->lgr->guard)))
 		goto slow;
 	/* Publish after the copy; pairs with the reader's acquire. */
 	usmc_tx_publish(sk, prod + n);
@@ -573,8 +599,10 @@ moved:
 			size_t n = (size_t)space;
 
 			iov_to_ring(&ic, sk->tx_ring, sk->size, prod, n);
-			if (unlikely(usmc_guard_poisoned(sk->lgr->guard))) {
-				/* The peer truncated our shared memory (guard.c). */
+			if (unlikely(tx_to_dmb(sk, prod, n) ||
+				     usmc_guard_poisoned(sk->lgr->guard))) {
+				/* The peer truncated our shared memory (guard.c),
+				 * or the device could not move the bytes. */
 				usmc_sock_abort(sk, USMC_A_PROTOCOL);
 				continue;
 			}
@@ -738,6 +766,11 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			rc = (int)r;
 			eof = !r;
 			break;
+		}
+		if (unlikely(tx_to_dmb(sk, prod, (size_t)r))) {
+			/* Read from the input, never sent: as a reset TCP's. */
+			usmc_sock_abort(sk, USMC_A_PROTOCOL);
+			continue;
 		}
 		if (off)
 			*off += r;

@@ -102,6 +102,10 @@ static const struct {
 				    "runtime directory came from another process",
 				    "another process of the user writes into the runtime directory; "
 				    "usmc run -R DIR gives a program a directory of its own" },
+	[USMC_R_DEV_UNSHARED]	= { "device_unshared", "shared with another process (fork, exec or "
+				    "SCM_RIGHTS) on a device that cannot share a connection",
+				    "works on TCP; a server that accepts in the process that serves "
+				    "the connection keeps it accelerated" },
 };
 
 const char *usmc_reason_name(int r)

@@ -56,16 +56,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* The independent reading of what a server may accept (clc.h, design.md). */
 static int expect_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client)
 {
-	unsigned int i;
-	bool lo = false;
-
 	if (p->version != USMC_PROTO_VERSION)
 		return USMC_R_VERSION;
 	if (memcmp(p->client.a, client->a, 16) || p->client.port != client->port)
 		return USMC_R_INTERNAL;
-	for (i = 0; i < 4 && p->devs[i]; i++)
-		lo |= p->devs[i] == USMC_DEV_LOOPBACK;
-	if (!lo)
+	/* devs[0] names the link group's device: one this build offers. */
+	if (p->devs[0] != USMC_DEV_LOOPBACK)
 		return USMC_R_NO_DEVICE;
 	return p->lgr_id ? 0 : USMC_R_INTERNAL;
 }
@@ -172,7 +168,7 @@ static void op_propose(struct state *s, struct fz *f)
 	p.slot = fz_u8(f);
 	p.gen = fz_u32(f);
 	p.version = USMC_PROTO_VERSION;
-	usmc_dev_list(p.devs);
+	usmc_dev_list(p.devs, sel & 8 ? fz_u8(f) : 0);
 	p.client = s->client;
 	p.uid = (uint32_t)geteuid();
 	p.pid = (uint32_t)getpid();

@@ -149,7 +149,7 @@ static void op_attach(struct fz *f)
 		if (rc)
 			close(ofd);
 	} else {
-		rc = usmc_lgr_attach(id, &l);
+		rc = usmc_lgr_attach(id, USMC_DEV_LOOPBACK, &l);
 	}
 	FZ_CHECK(!rc == ok, "%s returned %d for a %s header (nslots %u ring %u size %llu file %llu)",
 		 sel & 64 ? "adopt" : "attach", rc, ok ? "valid" : "invalid", h.nslots, h.ring_size,
@@ -196,7 +196,7 @@ static void op_slot_get(struct owned *o)
 
 	if (o->n == 8)
 		return;
-	rc = usmc_lgr_slot_get(o->ln_id, &l, &slot, &gen);
+	rc = usmc_lgr_slot_get(o->ln_id, &usmc_dev_loopback, &l, &slot, &gen);
 	if (rc)
 		return;		/* every slot busy or draining: a reason, not a crash */
 	FZ_CHECK(slot < l->nslots && gen, "slot %u gen %u of %u", slot, gen, l->nslots);

@@ -717,7 +717,7 @@ static int run_checks(int argc, char **argv)
 
 		for (j = 1; j < argc; j++)
 			want |= !strcmp(argv[j], checks[i].name);
-		if (!want)
+		if (!want || t_check_skipped(checks[i].name))
 			continue;
 		ran++;
 		fflush(NULL);

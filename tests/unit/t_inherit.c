@@ -211,8 +211,11 @@ static void check_thread_client(void)
 	if (!t_accel() || !EXIT_RELEASES)
 		return;
 	/* Every connection was let go where it was last held, so its slot
-	 * was used again: one link group; and none is still listed. */
-	t_assert(lgr_created() - lgrs == 1, "%lld link groups for %d connections",
+	 * was used again: one link group; and none is still listed.  (A
+	 * device that cannot share moved each to TCP at its fork, and a
+	 * slot waits for the server child's exit: a second link group may
+	 * serve meanwhile.) */
+	t_assert(t_unshared() || lgr_created() - lgrs == 1, "%lld link groups for %d connections",
 		 lgr_created() - lgrs, THREAD_REQS);
 	json = t_stats_json();
 	t_assert(strstr(json, "\"connections\": []"), "connections still listed: %.600s",

@@ -617,6 +617,25 @@ static T_UNUSED uint16_t t_start_plain_echo(pid_t *pid)
 	return (uint16_t)port;
 }
 
+/*
+ * USMC_T_SKIP="a,b": checks this build cannot run, named by test_unit.py
+ * with the reason (a device without sharing: checks that assert a
+ * connection stays on shared memory in two processes).  Said on stderr.
+ */
+static T_UNUSED bool t_check_skipped(const char *name)
+{
+	const char *l = getenv("USMC_T_SKIP"), *p;
+	size_t n = strlen(name);
+
+	for (p = l; p && (p = strstr(p, name)); p += n)
+		if ((p == l || p[-1] == ',') && (p[n] == ',' || !p[n])) {
+			fprintf(stderr, "%s: check %s skipped in this build (USMC_T_SKIP)\n", t_name,
+				name);
+			return true;
+		}
+	return false;
+}
+
 /* usmc counters (`usmc stat --json`) and the check runner. */
 #include "t_stat.h"
 

@@ -134,8 +134,11 @@ static void obs_mm(const char *what, int rc, const struct mm *m)
 
 static void end_pair(int c, int s)
 {
-	t_assert_smc(c);
-	t_assert_smc(s);
+	/* A device that cannot share moved both at the vfork check's fork. */
+	if (!t_unshared()) {
+		t_assert_smc(c);
+		t_assert_smc(s);
+	}
 	close(c);
 	close(s);
 }

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_devcopy.c - dev_copy, the test device without shared mapping
+ * (src/dev_copy.c, build/copy): what a device without USMC_DEV_F_MAPPED,
+ * _FORK and _EXEC must give.  Skips in the other builds.
+ *
+ *   stream      1 MiB each way at once, byte for byte, on shared memory;
+ *               the peer's DMBs (our outgoing rings) are mapped PROT_NONE
+ *               in this process: the core never wrote them, move_data did.
+ *   fork        the server is another process; the client forks while
+ *               its connection is live: the connection moved to TCP first
+ *               (device_unshared here, peer_moved_to_tcp at the server),
+ *               and the child's bytes and then the parent's arrive, in
+ *               order, whole.
+ *   peer_closed a connection whose peer closed stays as it is at a fork
+ *               (nothing of ours can reach the peer again): the parent's
+ *               and the child's writes fail with EPIPE, as TCP's after
+ *               its RST.
+ *   scm         a connection sent to another process (SCM_RIGHTS) moves
+ *               to TCP first; the receiver reads every byte the peer
+ *               writes, before and after the send.
+ */
+#include "t_util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define STREAM	(1u << 20)
+#define PART	(64u * 1024)
+
+static void expect_state(int fd, const char *mode, const char *reason)
+{
+	char m[32], r[64];
+
+	t_fd_state(fd, m, r, sizeof(m));
+	t_assert(!strcmp(m, mode) && !strcmp(r, reason), "fd %d: mode %s reason \"%s\", "
+		 "expected %s (%s)", fd, m, r, mode, reason);
+}
+
+/* PROT_NONE mappings of a link group's memory file in this process. */
+static int none_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	t_assert(f != NULL, "/proc/self/maps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, " ---s ") && strstr(line, "/lg-") && strstr(line, "/mem"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct sender {
+	int fd;
+	uint32_t id;
+};
+
+static void *send_thread(void *p)
+{
+	struct sender *s = p;
+
+	t_send_pat(s->fd, s->id, STREAM);
+	return NULL;
+}
+
+static void check_stream(void)
+{
+	struct sender a, b;
+	pthread_t ta, tb;
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	a = (struct sender){ c, 1 };
+	b = (struct sender){ s, 2 };
+	t_assert(!pthread_create(&ta, NULL, send_thread, &a));
+	t_assert(!pthread_create(&tb, NULL, send_thread, &b));
+	t_recv_pat(s, 1, STREAM);
+	t_recv_pat(c, 2, STREAM);
+	t_assert(!pthread_join(ta, NULL));
+	t_assert(!pthread_join(tb, NULL));
+	t_assert_smc(c);
+	t_assert_smc(s);
+	t_assert(none_mappings() >= 2, "%d PROT_NONE link group mappings: the outgoing rings "
+		 "of both ends are not protected", none_mappings());
+	close(c);
+	close(s);
+}
+
+/* A server in its own process (forked before any connection): reads 2 *
+ * PART bytes, pattern 3 then 4, answers "ok", expects EOF. */
+static pid_t start_reader(int lfd)
+{
+	pid_t pid = t_fork_helper();
+
+	if (pid == 0) {
+		int s = t_accept(lfd);
+		char b;
+
+		t_recv_pat(s, 3, PART);
+		t_recv_pat(s, 4, PART);
+		t_write_all(s, "ok", 2);
+		t_assert(read(s, &b, 1) == 0, "no EOF after the last byte");
+		expect_state(s, "TCP", "peer_moved_to_tcp");
+		_exit(0);
+	}
+	return pid;
+}
+
+static void check_fork(void)
+{
+	long long moved = t_fallbacks("device_unshared");
+	uint16_t port;
+	int lfd = t_listen(&port), c;
+	pid_t srv, kid;
+	char ok[2];
+
+	srv = start_reader(lfd);
+	close(lfd);
+	c = t_connect(port);
+	t_write_all(c, "", 0);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		t_send_pat(c, 3, PART);
+		_exit(0);
+	}
+	t_wait_child(kid, "writing child");
+	expect_state(c, "TCP", "device_unshared");
+	t_send_pat(c, 4, PART);
+	t_read_all(c, ok, 2);
+	t_assert(!memcmp(ok, "ok", 2), "the server's answer");
+	close(c);
+	t_wait_child(srv, "server");
+	t_assert(t_fallbacks("device_unshared") == moved + 1, "device_unshared %lld -> %lld",
+		 moved, t_fallbacks("device_unshared"));
+	t_smc_pairs++;
+}
+
+static void check_peer_closed(void)
+{
+	int c, s;
+	pid_t kid;
+
+	signal(SIGPIPE, SIG_IGN);
+	t_pair_smc(&c, &s);
+	close(s);
+	/* As over TCP: the first write after the peer's close draws its RST
+	 * (or EPIPE already), every later one fails with EPIPE. */
+	(void)write(c, "x", 1);
+	t_msleep(50);
+	errno = 0;
+	t_assert(write(c, "x", 1) < 0 && errno == EPIPE, "write after the peer's close: %s",
+		 t_errname(errno));
+	kid = t_fork_helper();
+	if (kid == 0) {
+		errno = 0;
+		t_assert(write(c, "y", 1) < 0 && errno == EPIPE, "child: write: %s",
+			 t_errname(errno));
+		_exit(0);
+	}
+	t_wait_child(kid, "child");
+	t_assert_smc(c);
+	errno = 0;
+	t_assert(write(c, "z", 1) < 0 && errno == EPIPE, "write after the fork: %s",
+		 t_errname(errno));
+	close(c);
+}
+
+static void send_fd(int via, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = "f", .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	t_assert(sendmsg(via, &m, 0) == 1, "sendmsg: %s", strerror(errno));
+}
+
+static int recv_fd(int via)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b;
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *h;
+	int fd;
+
+	t_assert(recvmsg(via, &m, 0) == 1, "recvmsg: %s", strerror(errno));
+	h = CMSG_FIRSTHDR(&m);
+	t_assert(h && h->cmsg_type == SCM_RIGHTS, "no descriptor in the message");
+	memcpy(&fd, CMSG_DATA(h), sizeof(int));
+	return fd;
+}
+
+static void check_scm(void)
+{
+	long long moved = t_fallbacks("device_unshared");
+	int sv[2], c, s;
+	pid_t kid;
+
+	t_sync_pair(sv);
+	kid = t_fork_helper();	/* before any connection: nothing to move */
+	if (kid == 0) {
+		int fd;
+
+		close(sv[0]);
+		fd = recv_fd(sv[1]);
+		t_recv_pat(fd, 5, PART);
+		t_recv_pat(fd, 6, PART);
+		expect_state(fd, "TCP", "device_unshared");
+		_exit(0);
+	}
+	close(sv[1]);
+	t_pair_smc(&c, &s);
+	t_send_pat(c, 5, PART);
+	send_fd(sv[0], s);
+	close(s);
+	t_send_pat(c, 6, PART);
+	t_wait_child(kid, "receiver");
+	expect_state(c, "TCP", "peer_moved_to_tcp");
+	close(c);
+	close(sv[0]);
+	t_assert(t_fallbacks("device_unshared") == moved + 1, "device_unshared %lld -> %lld",
+		 moved, t_fallbacks("device_unshared"));
+}
+
+static const struct t_check checks[] = {
+	{ "stream", check_stream },
+	{ "fork", check_fork },
+	{ "peer_closed", check_peer_closed },
+	{ "scm", check_scm },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_devcopy";
+	if (!t_unshared())
+		t_skip("not the dev_copy build (make copy)");
+	t_require_usmc();
+	t_tcp_conns = -1;	/* each check reads the counters it expects */
+	return t_run_checks(checks, ARRAY_LEN(checks), argc, argv, NULL);
+}
