@@ -126,7 +126,8 @@ static void decide(const struct usmc_addr *dst, struct verdict *v)
 		v->detail = "the listener's index is not an object of ours";
 		return;
 	}
-	if (v->rec.devs[0] != USMC_DEV_LOOPBACK) {
+	/* What a client here would pick (dev.c). */
+	if (!usmc_dev_pick(v->rec.devs)) {
 		v->reason = USMC_R_NO_DEVICE;
 		return;
 	}

@@ -169,8 +169,9 @@ unsigned int cli_lg_count(unsigned int *refused, uint64_t *committed)
 
 static const char *dev_name(uint32_t id)
 {
-	return id == USMC_DEV_LOOPBACK ? "loopback" : id == USMC_DEV_IVSHMEM ? "ivshmem" :
-	       id == USMC_DEV_RDMA ? "rdma" : "?";
+	const struct usmc_dev_ops *d = id <= 0xff ? usmc_dev_get((uint8_t)id) : NULL;
+
+	return d ? d->name : id == USMC_DEV_IVSHMEM ? "ivshmem" : id == USMC_DEV_RDMA ? "rdma" : "?";
 }
 
 int cmd_lg(int argc, char **argv)

@@ -130,8 +130,10 @@ static int migrate_rx_ready(struct usmc_sock *sk, int fd, bool nonblock, int *ti
 		uint64_t head, prod;
 		int rc;
 
+		/* A reset peer fails the pump's send (EPIPE): a receive says
+		 * what TCP says of it instead (below: the ring, then recv). */
 		rc = usmc_migrate_pump(sk, fd, false);
-		if (rc && rc != -EAGAIN)
+		if (rc && rc != -EAGAIN && rc != -EPIPE && rc != -ECONNRESET)
 			return rc;
 		if (sk_mode(sk) != USMC_MODE_MIGRATING)
 			return USMC_PASS;
