@@ -23,7 +23,7 @@ LIBFLAGS := -fvisibility=hidden
 
 COMMON_SRC := src/util.c src/options.c src/controls.c src/log.c src/ifd.c src/rundir.c src/stats.c \
               src/registry.c src/route.c src/reuseport.c src/nl.c src/clc.c src/clc_ln.c src/dev.c src/dev_loopback.c \
-              src/dev_copy.c src/guard.c
+              src/dev_copy.c src/guard.c src/real.c
 LIB_SRC := $(COMMON_SRC) src/interpose.c src/interpose_io.c src/interpose_poll.c src/interpose_open.c src/interpose_stdio.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c src/accept.c \
            src/lgr.c src/cdc.c src/tx.c src/tx_backing.c src/rx.c src/close.c src/wait.c src/waitset.c \
            src/poll.c src/epoll.c src/epoll_tag.c src/epoll_wait.c src/epoll_kernel.c src/epoll_spin.c src/epoll_bell.c src/epoll_sleep.c src/exec.c src/spawn.c src/migrate.c src/sandbox.c \
@@ -71,7 +71,8 @@ test:
 # mapping); results in docs/devices.md.  The C programs run over it in
 # tests/run (tests/test_unit.py, build "copy").
 test-copy: copy
-	USMC_TEST_BUILD=$(CURDIR)/build/copy /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
+	USMC_TEST_BUILD=$(CURDIR)/build/copy USMC_T_UNSHARED=1 \
+	    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
 
 conformance: all
 	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json

@@ -4,6 +4,7 @@
  */
 #include "show.h"
 #include "guard.h"
+#include "real.h"
 #include "registry.h"
 #include "rundir.h"
 
@@ -191,7 +192,7 @@ struct usmc_stats_file *cli_stats_open(const char *cmd)
 	struct usmc_stats_file *f;
 
 	/* The files we map may be truncated under us: guard.c's handler. */
-	usmc_real_sigaction = sigaction;
+	real.sigaction = sigaction;
 	f = usmc_stats_map();
 	if (!f && usmc_rundir_problem()[0]) {
 		/* Every connection of this user falls back (rundir_unusable)

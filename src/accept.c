@@ -21,6 +21,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "wait.h"
 
 #include <netinet/in.h>
 

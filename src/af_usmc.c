@@ -23,6 +23,7 @@
 #include "rundir.h"
 #include "sock.h"
 #include "sys.h"
+#include "wait.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -14,6 +14,7 @@
  * FIN then doubles as the peer's wake-up and proof that we let go.
  */
 #include "af_usmc.h"
+#include "close.h"
 #include "lgr.h"
 #include "migrate.h"
 #include "real.h"

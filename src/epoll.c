@@ -31,6 +31,7 @@
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
+#include "wait.h"
 
 #include <fcntl.h>
 #include <sched.h>

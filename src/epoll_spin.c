@@ -9,6 +9,7 @@
 #include "options.h"
 #include "real.h"
 #include "sock.h"
+#include "wait.h"
 
 #include <sched.h>
 

@@ -25,8 +25,11 @@
 #include "options.h"
 #include "poll.h"
 #include "real.h"
+#include "rx.h"
 #include "sock.h"
 #include "sys.h"
+#include "tx.h"
+#include "wait.h"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -360,26 +360,13 @@ static void exec_undo(struct exec_ctx *c, char **env)
 	errno = saved;
 }
 
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
-static int (*real_fexecve)(int, char *const[], char *const[]);
-
-static void exec_real_init(void)
-{
-	if (!real.execve)
-		usmc_real_init();
-	if (!real_execvpe)
-		real_execvpe = dlsym(RTLD_NEXT, "execvpe");
-	if (!real_fexecve)
-		real_fexecve = dlsym(RTLD_NEXT, "fexecve");
-}
-
 /* The exported exec* call these, never each other (interpose_io.c). */
 static int exec_ve(const char *path, char *const argv[], char *const envp[])
 {
 	struct exec_ctx c;
 	char **env;
 
-	exec_real_init();
+	ENSURE_REAL(execve);
 	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
 	real.execve(path, argv, env ? env : envp);
@@ -392,10 +379,10 @@ static int exec_vpe(const char *file, char *const argv[], char *const envp[])
 	struct exec_ctx c;
 	char **env;
 
-	exec_real_init();
+	ENSURE_REAL(execve);
 	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
-	real_execvpe(file, argv, env ? env : envp);
+	real.execvpe(file, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
 }
@@ -415,10 +402,10 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	struct exec_ctx c;
 	char **env;
 
-	exec_real_init();
+	ENSURE_REAL(execve);
 	memset(&c, 0, sizeof(c));
 	env = exec_prepare(&c, envp);
-	real_fexecve(fd, argv, env ? env : envp);
+	real.fexecve(fd, argv, env ? env : envp);
 	exec_undo(&c, env);
 	return -1;
 }
@@ -507,8 +494,6 @@ void usmc_process_exit(bool settle)
 	usmc_stats_detach();
 }
 
-static void (*real__exit)(int);
-
 /* A child made with clone(CLONE_VM) by a spawning library (no atfork
  * handlers: the pid we cached is its parent's) leaves without it: it
  * runs in its parent's memory, and its parent's sockets are not its own. */
@@ -516,10 +501,9 @@ static __attribute__((noreturn)) void exit_now(int status)
 {
 	if ((pid_t)usmc_sys(SYS_getpid, 0, 0, 0) == usmc_getpid())
 		usmc_process_exit(false);
-	if (!real__exit)
-		real__exit = dlsym(RTLD_NEXT, "_exit");
-	if (real__exit)
-		real__exit(status);
+	ENSURE_REAL(_exit);
+	if (real._exit)
+		real._exit(status);
 	usmc_sys(SYS_exit_group, status, 0, 0);
 	__builtin_unreachable();
 }

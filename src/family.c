@@ -18,6 +18,7 @@
  * with that seal: nobody can truncate it under us (no SIGBUS).  Indices
  * passed across exec are global: region * FAMILY_OBJS + slot.
  */
+#include "family.h"
 #include "log.h"
 #include "sock.h"
 #include "sys.h"

@@ -16,6 +16,7 @@
  */
 #include "guard.h"
 #include "log.h"
+#include "real.h"
 #include "usmc.h"
 
 #include <signal.h>
@@ -38,7 +39,6 @@ static _Atomic int guard_installed;
 static struct sigaction app_bus;	/* what the application asked for */
 static _Atomic int app_bus_set;
 
-int (*usmc_real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
 static void bus_handler(int sig, siginfo_t *si, void *uc)
 {
@@ -73,7 +73,7 @@ static void bus_handler(int sig, siginfo_t *si, void *uc)
 
 		memset(&dfl, 0, sizeof(dfl));
 		dfl.sa_handler = SIG_DFL;
-		usmc_real_sigaction(SIGBUS, &dfl, NULL);
+		real.sigaction(SIGBUS, &dfl, NULL);
 	}
 	/* A fault re-executes on return and now takes the default action; a
 	 * SIGBUS sent with kill(2) is re-raised. */
@@ -93,7 +93,7 @@ static void guard_install(void)
 	sa.sa_sigaction = bus_handler;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (!usmc_real_sigaction || usmc_real_sigaction(SIGBUS, &sa, &old))
+	if (!real.sigaction || real.sigaction(SIGBUS, &sa, &old))
 		return;
 	if (!LOAD_ACQUIRE(&app_bus_set)) {
 		app_bus = old;

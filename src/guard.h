@@ -13,8 +13,6 @@
 #define GUARD_MAX	4096
 extern _Atomic int usmc_guard_poison[GUARD_MAX];
 
-extern int (*usmc_real_sigaction)(int, const struct sigaction *, struct sigaction *);
-
 /* Register a shared mapping; returns a handle (or -1: unguarded). */
 int usmc_guard_add(void *base, size_t len);
 void usmc_guard_del(int idx);

@@ -10,6 +10,7 @@
 #include "interpose.h"
 #include "af_usmc.h"
 #include "clc_bind.h"
+#include "close.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
@@ -21,6 +22,7 @@
 #include "poll.h"
 #include "real.h"
 #include "registry.h"
+#include "rx.h"
 #include "sandbox.h"
 #include "sock.h"
 #include "stats.h"
@@ -43,41 +45,6 @@
 #include <sys/syscall.h>
 
 
-struct usmc_real real;
-static int (*real_fclose)(FILE *);
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static sighandler_t (*real_signal)(int, sighandler_t);
-static void (*real_closefrom)(int);
-
-_Atomic int usmc_real_ready;
-
-#define R(name) real.name = dlsym(RTLD_NEXT, #name)
-/*
- * Fill the whole table, then say so (release, pairs with ENSURE_REAL's
- * acquire): a wrapper that runs before the constructor (another library's
- * constructor, a thread it started) may use any entry once it sees the
- * flag.  Idempotent: two callers racing store the same values.
- */
-void usmc_real_init(void)
-{
-	R(socket); R(socketpair); R(connect); R(listen); R(accept); R(accept4);
-	R(close); R(shutdown); R(read); R(write); R(readv); R(writev);
-	R(recv); R(send); R(recvfrom); R(sendto); R(recvmsg); R(sendmsg);
-	R(recvmmsg); R(sendmmsg); R(sendfile); R(splice); R(poll); R(ppoll);
-	R(select); R(pselect); R(epoll_create); R(epoll_create1); R(epoll_ctl);
-	R(epoll_wait); R(epoll_pwait); R(epoll_pwait2); R(dup); R(dup2); R(dup3);
-	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
-	R(open); R(open64); R(openat); R(openat64); R(pipe); R(pipe2); R(eventfd);
-	R(__open_2); R(__open64_2); R(__openat_2); R(__openat64_2);
-	R(fdopen); R(vdprintf); R(__vdprintf_chk);
-	real_fclose = dlsym(RTLD_NEXT, "fclose");
-	real_sigaction = dlsym(RTLD_NEXT, "sigaction");
-	usmc_real_sigaction = real_sigaction;
-	real_signal = dlsym(RTLD_NEXT, "signal");
-	real_closefrom = dlsym(RTLD_NEXT, "closefrom");
-	STORE_RELEASE(&usmc_real_ready, 1);
-}
-#undef R
 
 
 void usmc_tcp_count(struct usmc_sock *sk, ssize_t n, bool tx)
@@ -124,11 +91,10 @@ static void sig_track(int sig, const struct sigaction *act)
 
 EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (unlikely(!real_sigaction))
-		usmc_real_init();
+	ENSURE_REAL(sigaction);
 	if (sig == SIGBUS && usmc_guard_sigaction(act, old))
 		return 0;
-	if (real_sigaction(sig, act, old))
+	if (real.sigaction(sig, act, old))
 		return -1;
 	sig_track(sig, act);
 	return 0;
@@ -138,8 +104,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 {
 	struct sigaction sa = { .sa_handler = h, .sa_flags = SA_RESTART };
 
-	if (unlikely(!real_signal))
-		usmc_real_init();
+	ENSURE_REAL(signal);
 	if (sig == SIGBUS) {
 		struct sigaction old;
 
@@ -147,7 +112,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 			return old.sa_handler;
 	}
 	sig_track(sig, &sa);	/* glibc's signal() has BSD semantics: SA_RESTART */
-	return real_signal(sig, h);
+	return real.signal(sig, h);
 }
 
 /* ---- sockets ---------------------------------------------------------- */
@@ -315,11 +280,10 @@ EXPORT int close(int fd)
 
 EXPORT int fclose(FILE *f)
 {
-	if (unlikely(!real_fclose))
-		usmc_real_init();
+	ENSURE_REAL(fclose);
 	if (f)
 		fd_forget(fileno(f));
-	return real_fclose(f);
+	return real.fclose(f);
 }
 
 static void close_range_ours(unsigned int first, unsigned int last)
@@ -671,18 +635,16 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 /* ---- process lifetime ------------------------------------------------- */
 
-static pid_t (*real_fork)(void);
 
 pid_t usmc_fork(void)
 {
 	pid_t pid;
 
-	if (unlikely(!real_fork))
-		real_fork = dlsym(RTLD_NEXT, "fork");
+	ENSURE_REAL(fork);
 	/* Parent and child share every connection from now on. */
 	usmc_conns_unshare(USMC_DEV_F_FORK);
 	usmc_fd_fork_prepare();
-	pid = real_fork();	/* runs the atfork handlers below in the child */
+	pid = real.fork();	/* runs the atfork handlers below in the child */
 	if (pid != 0)
 		usmc_fd_fork_parent(pid < 0);
 	return pid;

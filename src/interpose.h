@@ -16,21 +16,6 @@
 #include <errno.h>
 #include <sys/types.h>
 
-/* Set once every entry of real is filled (usmc_real_init). */
-extern _Atomic int usmc_real_ready __attribute__((visibility("hidden")));
-
-/*
- * Before the constructor has run, fill the whole table: the data path
- * behind a wrapper uses other entries than the one it names (f only
- * documents which).  One load and branch, as before.
- */
-#define ENSURE_REAL(f)							\
-	do {								\
-		(void)sizeof(real.f);					\
-		if (unlikely(!LOAD_ACQUIRE(&usmc_real_ready)))		\
-			usmc_real_init();				\
-	} while (0)
-
 static inline ssize_t ret(ssize_t r)
 {
 	if (r < 0) {

@@ -20,9 +20,11 @@
 #include "poll.h"
 #include "real.h"
 #include "registry.h"
+#include "rx.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "tx.h"
 
 #include <dirent.h>
 #include <limits.h>

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "real.h"
+#include "rx.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"

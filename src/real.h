@@ -2,15 +2,20 @@
 /*
  * real.h - the libc functions libusmc wraps, resolved with dlsym(RTLD_NEXT).
  *
- * Filled once by usmc_real_init() (library constructor, or lazily by the
- * first wrapper that runs before it).  Internal code calls real.X() when it
- * means "what the application would have got without usmc".
+ * Filled once by usmc_real_init() (real.c: the library constructor, or
+ * lazily by the first wrapper that runs before it).  Internal code calls
+ * real.X() when it means "what the application would have got without
+ * usmc"; it is the one way past the wrappers besides raw system calls
+ * (sys.h, -errno returns).
  */
 #ifndef USMC_REAL_H
 #define USMC_REAL_H
 
+#include "usmc.h"
+
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -78,10 +83,43 @@ struct usmc_real {
 	FILE *(*fdopen)(int, const char *);
 	int (*vdprintf)(int, const char *, va_list);
 	int (*__vdprintf_chk)(int, int, const char *, va_list);
+	/* Process and signal calls (interpose.c, exec.c, guard.c). */
+	int (*fclose)(FILE *);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	sighandler_t (*signal)(int, sighandler_t);
+	pid_t (*fork)(void);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	void (*_exit)(int);
+	int (*prctl)(int, ...);
+	/* posix_spawn and its file actions (spawn.c). */
+	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			    const posix_spawnattr_t *, char *const[], char *const[]);
+	int (*posix_spawn_file_actions_adddup2)(posix_spawn_file_actions_t *, int, int);
+	int (*posix_spawn_file_actions_addclose)(posix_spawn_file_actions_t *, int);
+	int (*posix_spawn_file_actions_addclosefrom_np)(posix_spawn_file_actions_t *, int);
+	int (*posix_spawn_file_actions_init)(posix_spawn_file_actions_t *);
+	int (*posix_spawn_file_actions_destroy)(posix_spawn_file_actions_t *);
 };
 
 extern struct usmc_real real;
 void usmc_real_init(void);
+/* Set once every entry of real is filled (usmc_real_init). */
+extern _Atomic int usmc_real_ready __attribute__((visibility("hidden")));
+
+/*
+ * Before the constructor has run, fill the whole table: the data path
+ * behind a wrapper uses other entries than the one it names (f only
+ * documents which).  One load and branch, as before.
+ */
+#define ENSURE_REAL(f)							\
+	do {								\
+		(void)sizeof(real.f);					\
+		if (unlikely(!LOAD_ACQUIRE(&usmc_real_ready)))		\
+			usmc_real_init();				\
+	} while (0)
 /* fork() as libusmc's wrapper runs it (interpose.c), for vfork (exec.c). */
 pid_t usmc_fork(void);
 

@@ -12,8 +12,10 @@
 #include "guard.h"
 #include "migrate.h"
 #include "real.h"
+#include "rx.h"
 #include "sock.h"
 #include "sys.h"
+#include "wait.h"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>

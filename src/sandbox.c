@@ -64,14 +64,6 @@ static pthread_mutex_t enter_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usmc_sock **kept;
 static unsigned int nkept, kept_cap;
 
-static int (*real_prctl)(int, ...);
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-static void real_lookup(void)
-{
-	real_prctl = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
-}
-
 /* ---- inherited filters ------------------------------------------------ */
 
 /*
@@ -108,7 +100,7 @@ void usmc_sandbox_init(void)
 	int m;
 
 	/* Now, not in the first syscall() (a signal handler's, maybe). */
-	pthread_once(&real_once, real_lookup);
+	ENSURE_REAL(prctl);
 	m = seccomp_mode();
 	if (m <= 0)
 		return;
@@ -308,10 +300,10 @@ EXPORT int prctl(int option, ...)
 	a4 = va_arg(ap, unsigned long);
 	a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	pthread_once(&real_once, real_lookup);
+	ENSURE_REAL(prctl);
 	if (unlikely(installs_filter_prctl(option, a2)))
 		usmc_sandbox_enter();
-	return real_prctl(option, a2, a3, a4, a5);
+	return real.prctl(option, a2, a3, a4, a5);
 }
 
 /* syscall(SYS_seccomp / SYS_prctl) made by the program (interpose.c). */

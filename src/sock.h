@@ -25,6 +25,7 @@
 #include "clc.h"
 
 #include <sys/single_threaded.h>
+#include "family.h"
 #include "lgr.h"
 #include "stats.h"
 
@@ -69,23 +70,6 @@ enum usmc_sock_kind {
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
 #define SKF_WAKE_SEND	0x0800	/* client: send the wake byte once connected */
 #define SKF_COUNT_LATER	0x1000	/* TCP-mode connect in progress: count when connected */
-
-/*
- * A family lock (tx_lock, rx_lock): a robust process-shared mutex, taken
- * only while another thread or process could reach the socket.  While the
- * process has one thread (glibc's __libc_single_threaded, which never goes
- * back to true) and the socket was made after the process last forked
- * (gen == usmc_family_gen), nobody else can: the two atomic operations and
- * robust-list updates of the mutex were a fifth of a small send.  held
- * marks a lock taken that way: a signal handler that calls in again while
- * it is held gets EDEADLK (the mutex would deadlock; sends from handlers
- * never get here, tx.c queues them).
- */
-struct usmc_flock {
-	pthread_mutex_t m;
-	uint32_t gen;			/* usmc_family_gen at creation; 0: always the mutex */
-	uint32_t held;			/* taken without the mutex (one thread only) */
-};
 
 struct usmc_sock_sh {
 	struct usmc_flock tx_lock;	/* robust, process-shared */
@@ -340,23 +324,6 @@ static inline __attribute__((always_inline)) bool usmc_tx_view_lazy(struct usmc_
 	return true;
 }
 
-/*
- * How many bytes the sender may write at prod now: free ring space, cut at
- * the end of the backed part of the ring (dev->dmb_reserve grows it; on a
- * full tmpfs the ring just behaves as if it were smaller).  Caller holds
- * tx_lock.
- */
-size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want);
-/* tx_backing.c: the owner goes to sleep; a ring that grew gives back the
- * memory above what it holds unread.  Takes tx_lock if it is free. */
-void usmc_tx_idle(struct usmc_sock *sk);
-#define USMC_TX_IDLE_HW	(68u << 10)	/* the least tx_hw usmc_tx_idle() can act on */
-static inline void usmc_tx_idle_check(struct usmc_sock *sk)
-{
-	if (unlikely(sk->sh && sk->tx_p && LOAD_RELAXED(&sk->sh->tx_hw) >= USMC_TX_IDLE_HW))
-		usmc_tx_idle(sk);
-}
-
 /* Does this socket go through shared memory right now (or may soon)? */
 static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 {
@@ -365,72 +332,6 @@ static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED ||
 				       m == USMC_MODE_MIGRATING || m == USMC_MODE_UNDECIDED);
 }
-
-/* family.c: fork-shared socket state */
-#define USMC_SH_PRIVATE	2	/* calloc'ed, not in the fork-shared region */
-struct usmc_sock_sh *usmc_family_alloc(void);
-struct usmc_sock_sh *usmc_family_alloc_private(void);
-void usmc_family_free(struct usmc_sock_sh *sh);
-/* Bumped before every fork(2) (both sides inherit the new value) and
- * before an exec that hands sockets over (a vfork parent sees it). */
-extern _Atomic uint32_t usmc_family_gen;
-int usmc_family_lock_slow(struct usmc_flock *l);
-
-/* The lock as a flag; the caller checked that it may be one and is free. */
-static inline void usmc_family_hold(struct usmc_flock *l)
-{
-	l->held = 1;
-	atomic_signal_fence(memory_order_seq_cst);
-}
-
-static inline int usmc_family_lock(struct usmc_flock *l)
-{
-	if (likely(l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded)) {
-		if (l->held)
-			return -EDEADLK;	/* a handler interrupted the holder */
-		usmc_family_hold(l);
-		return 0;
-	}
-	return usmc_family_lock_slow(l);
-}
-
-/* Without waiting: 0, or -EBUSY while someone holds it. */
-int usmc_family_trylock_slow(struct usmc_flock *l);
-static inline int usmc_family_trylock(struct usmc_flock *l)
-{
-	if (likely(l->gen == LOAD_RELAXED(&usmc_family_gen) && __libc_single_threaded)) {
-		if (l->held)
-			return -EBUSY;
-		usmc_family_hold(l);
-		return 0;
-	}
-	return usmc_family_trylock_slow(l);
-}
-
-static inline void usmc_family_unlock(struct usmc_flock *l)
-{
-	if (l->held) {
-		atomic_signal_fence(memory_order_seq_cst);
-		l->held = 0;
-		return;
-	}
-	pthread_mutex_unlock(&l->m);
-}
-
-void usmc_family_before_fork(void);
-void usmc_family_after_fork(void);
-/* An object inherited across exec: always the mutex. */
-void usmc_family_inherited(struct usmc_sock_sh *sh);
-int usmc_family_fd(void);
-/* Family regions mapped at once: ours, and those of processes that handed
- * us sockets (SCM_RIGHTS). */
-#define USMC_FAMILY_REGIONS	16
-#define USMC_FAMILY_OBJS	65536	/* shared halves per region */
-int usmc_family_index(const struct usmc_sock_sh *sh);
-struct usmc_sock_sh *usmc_family_at(int idx);
-int usmc_family_adopt(int fd);
-int usmc_family_foreign(int fd, bool *known);
-int usmc_family_region_fd(int region);
 
 /* sock.c: lifecycle */
 struct usmc_sock *usmc_sock_new(int fd, int kind);
@@ -531,21 +432,6 @@ static inline uint64_t usmc_tx_cap(const struct usmc_sock *sk)
 	return usmc_tx_cap_slow(sk);
 }
 
-/* tx.c / rx.c: the data path on the rings */
-ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flags);
-ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, int flags);
-ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
-ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
-int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod);
-/* sendfile(2)/splice(2) helpers: move up to len bytes from in_fd into the ring. */
-ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len,
-			bool in_nonblock);
-ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags);
-/* Readiness of an SMC-path connection as poll(2) bits. */
-unsigned int usmc_sock_poll(struct usmc_sock *sk);
-/* Bytes readable / queued unread by the peer (FIONREAD / SIOCOUTQ). */
-int usmc_sock_inq(struct usmc_sock *sk);
-int usmc_sock_outq(struct usmc_sock *sk);
 /* af_usmc.c: SO_SNDBUF/SO_RCVBUF set on fd (after the kernel took it),
  * and what an accepted socket inherits from its listener. */
 void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name);
@@ -555,31 +441,6 @@ static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
 {
 	return unlikely(flags & SKF_LOWAT) ? LOAD_RELAXED(&sk->sh->rcvlowat) : 1;
 }
-
-/* close.c */
-int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);
-
-/* wait.c (the doorbell protocol it sleeps on is cdc.c's: cdc.h) */
-int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms);
-/* Arm our doorbell for what; returns true if the condition already holds. */
-bool usmc_arm(struct usmc_sock *sk, int what);
-/* The same; seq: what to give usmc_rung_since() for this arm. */
-bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3]);
-/* Look at TCP alone (wait.c): false while another thread of the family
- * does; usmc_tcp_look_give lets go (and looks again if asked meanwhile). */
-bool usmc_tcp_look_take(struct usmc_sock *sk);
-/* Held by this thread already (a call made while looking). */
-bool usmc_tcp_look_mine(struct usmc_sock *sk);
-void usmc_tcp_look_give(struct usmc_sock *sk, int fd);
-/* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
-void usmc_check_tcp(struct usmc_sock *sk, int fd);
-/* The same; installed = false: fd is not in the descriptor table yet
- * (accept), so nobody can have closed or reused it. */
-void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
-/* SO_RCVTIMEO / SO_SNDTIMEO in ms, -1 for none. */
-int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
-/* A peer on our CPU gets it (sched_yield) this often before we sleep. */
-#define USMC_WAIT_YIELDS	4
 
 /* interpose.c: should an interrupted wait return EINTR (no SA_RESTART
  * handler, or a timeout set) or restart, as the kernel would decide? */

@@ -34,6 +34,7 @@
 #include "fdtab.h"
 #include "handover.h"
 #include "migrate.h"
+#include "real.h"
 #include "scm_peer.h"
 #include "sock.h"
 
@@ -58,34 +59,6 @@ static struct spawn_dup *dups;
 static unsigned int ndups, cap;
 static bool dups_lost;		/* out of memory once: treat every connection as passed */
 static pthread_mutex_t dups_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int (*real_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			 const posix_spawnattr_t *, char *const[], char *const[]);
-static int (*real_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			  const posix_spawnattr_t *, char *const[], char *const[]);
-static int (*real_adddup2)(posix_spawn_file_actions_t *, int, int);
-static int (*real_addclose)(posix_spawn_file_actions_t *, int);
-static int (*real_addclosefrom)(posix_spawn_file_actions_t *, int);
-static int (*real_fa_init)(posix_spawn_file_actions_t *);
-static int (*real_fa_destroy)(posix_spawn_file_actions_t *);
-
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-static void real_lookup(void)
-{
-	real_spawn = dlsym(RTLD_NEXT, "posix_spawn");
-	real_spawnp = dlsym(RTLD_NEXT, "posix_spawnp");
-	real_adddup2 = dlsym(RTLD_NEXT, "posix_spawn_file_actions_adddup2");
-	real_addclose = dlsym(RTLD_NEXT, "posix_spawn_file_actions_addclose");
-	real_addclosefrom = dlsym(RTLD_NEXT, "posix_spawn_file_actions_addclosefrom_np");
-	real_fa_init = dlsym(RTLD_NEXT, "posix_spawn_file_actions_init");
-	real_fa_destroy = dlsym(RTLD_NEXT, "posix_spawn_file_actions_destroy");
-}
-
-static void spawn_real_init(void)
-{
-	pthread_once(&real_once, real_lookup);
-}
 
 static void dups_forget(const posix_spawn_file_actions_t *fa)
 {
@@ -146,24 +119,24 @@ static int *dups_of(const posix_spawn_file_actions_t *fa, unsigned int *n, bool 
 
 EXPORT int posix_spawn_file_actions_init(posix_spawn_file_actions_t *fa)
 {
-	spawn_real_init();
+	ENSURE_REAL(posix_spawn);
 	dups_forget(fa);	/* the address of one destroyed earlier */
-	return real_fa_init(fa);
+	return real.posix_spawn_file_actions_init(fa);
 }
 
 EXPORT int posix_spawn_file_actions_destroy(posix_spawn_file_actions_t *fa)
 {
-	spawn_real_init();
+	ENSURE_REAL(posix_spawn);
 	dups_forget(fa);
-	return real_fa_destroy(fa);
+	return real.posix_spawn_file_actions_destroy(fa);
 }
 
 EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, int fd, int newfd)
 {
 	int rc;
 
-	spawn_real_init();
-	rc = real_adddup2(fa, fd, newfd);
+	ENSURE_REAL(posix_spawn);
+	rc = real.posix_spawn_file_actions_adddup2(fa, fd, newfd);
 	if (!rc)
 		dups_add(fa, fd, FA_DUP2);
 	return rc;
@@ -173,8 +146,8 @@ EXPORT int posix_spawn_file_actions_addclose(posix_spawn_file_actions_t *fa, int
 {
 	int rc;
 
-	spawn_real_init();
-	rc = real_addclose(fa, fd);
+	ENSURE_REAL(posix_spawn);
+	rc = real.posix_spawn_file_actions_addclose(fa, fd);
 	if (!rc)
 		dups_add(fa, fd, FA_CLOSE);
 	return rc;
@@ -184,10 +157,10 @@ EXPORT int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *
 {
 	int rc;
 
-	spawn_real_init();
-	if (!real_addclosefrom)
+	ENSURE_REAL(posix_spawn);
+	if (!real.posix_spawn_file_actions_addclosefrom_np)
 		return ENOSYS;
-	rc = real_addclosefrom(fa, from);
+	rc = real.posix_spawn_file_actions_addclosefrom_np(fa, from);
 	if (!rc)
 		dups_add(fa, from, FA_CLOSEFROM);
 	return rc;
@@ -302,12 +275,12 @@ static int spawn_run(bool search, pid_t *pid, const char *path,
 	char **env = NULL;
 	int rc;
 
-	spawn_real_init();
+	ENSURE_REAL(posix_spawn);
 	spawn_prepare(fa, envp);
 	if (usmc_env_has_usmc(envp) &&
 	    (f.closefrom == INT_MAX || usmc_family_fd() < 0 || f.closefrom > usmc_family_fd()))
 		c = usmc_spawn_prepare(envp, fa_closes, &f, &env);
-	rc = (search ? real_spawnp : real_spawn)(pid, path, fa, attr, argv, env ? env : envp);
+	rc = (search ? real.posix_spawnp : real.posix_spawn)(pid, path, fa, attr, argv, env ? env : envp);
 	usmc_spawn_finish(c, env, rc == 0);
 	return rc;
 }

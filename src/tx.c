@@ -13,6 +13,8 @@
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
+#include "tx.h"
+#include "wait.h"
 
 #include <pthread.h>
 #include <signal.h>

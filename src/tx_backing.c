@@ -20,6 +20,7 @@
  */
 #include "af_usmc.h"
 #include "sock.h"
+#include "tx.h"
 
 #include <signal.h>
 

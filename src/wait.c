@@ -23,6 +23,8 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "tx.h"
+#include "wait.h"
 #include "waitset.h"
 
 #include <limits.h>

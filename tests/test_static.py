@@ -1,7 +1,9 @@
 """Static analysis of the library and the CLI: clang-tidy (checks and the
 reasons for the ones left out are in .clang-tidy) and cppcheck must report
 nothing.  `make lint` is the same run by hand.  The local includes of src/
-form no cycle, and EXPORT is defined in one place."""
+form no cycle, and EXPORT is defined in one place.  The files' calls
+(read from the built objects) form no cycle outside the socket layer's,
+which may only shrink; every dlsym is in real.c."""
 import re
 import shutil
 import subprocess
@@ -115,3 +117,83 @@ def test_cdc_stores_only_in_cdc():
                   "atomic_compare_exchange_strong(&c->c.state, &st, SLOT_BUSY)",
                   "atomic_fetch_add_explicit(&sk->tx_p->space_armed, 1, memory_order_relaxed)"):
         assert cdc_stores(store), store
+
+
+# The socket layer's call cycle (issue 17 item 6): these files still call
+# each other both ways.  Everything below them (devices, link groups, CDC,
+# CLC, registry, statistics, the libc table) calls no file above it.  The
+# set may only shrink: a file that joins it, or a new cycle anywhere else,
+# fails.
+SOCKET_KNOT = {"accept", "adopt", "af_usmc", "clc_proof", "close", "epoll", "epoll_bell",
+               "epoll_kernel", "epoll_sleep", "epoll_spin", "epoll_wait", "exec", "fdtab",
+               "handover", "interpose", "migrate", "rx", "sandbox", "shed", "sock",
+               "stdstream", "wait"}
+
+
+def _call_graph(objdir):
+    """File -> files whose functions or data it uses, from nm."""
+    defs, uses = {}, {}
+    for o in sorted(objdir.glob("*.o")):
+        out = subprocess.run(["nm", str(o)], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 3 and f[1] in "TDBRG":
+                defs[f[2]] = o.stem
+            elif len(f) == 2 and f[0] == "U":
+                uses.setdefault(o.stem, set()).add(f[1])
+    return {n: {defs[s] for s in u if s in defs and defs[s] != n} for n, u in uses.items()}
+
+
+def _cycles(graph):
+    """The strongly connected components with more than one file."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_call_cycles_only_in_the_socket_layer():
+    objdir = REPO / "build" / "obj" / "lib"
+    if not any(objdir.glob("*.o")):
+        pytest.skip("build/obj/lib is not built (make)")
+    graph = _call_graph(objdir)
+    cycles = _cycles(graph)
+    assert all(c <= SOCKET_KNOT for c in cycles), \
+        "call cycles outside the socket layer: %s" % [sorted(c - SOCKET_KNOT) for c in cycles]
+    assert len(cycles) <= 1, "more than one call cycle: %s" % [sorted(c) for c in cycles]
+    # The check sees calls: the data path calls the device layer.
+    assert "lgr" in graph["af_usmc"] and "cdc" in graph["tx"]
+    # Shrunk?  Then shrink SOCKET_KNOT with it.
+    knot = cycles[0] if cycles else set()
+    assert knot == SOCKET_KNOT, "the knot shrank to %s: update SOCKET_KNOT" % sorted(knot)
+
+
+def test_one_libc_table():
+    """libc past the wrappers is reached through real.c's table only."""
+    found = [f.name for f in (REPO / "src").glob("*.c")
+             if "dlsym(" in f.read_text() and f.name != "real.c"]
+    assert found == [], found

@@ -32,8 +32,12 @@
 #include "fuzz.h"
 
 #include "af_usmc.h"
+#include "close.h"
 #include "lgr.h"
+#include "rx.h"
 #include "sock.h"
+#include "tx.h"
+#include "wait.h"
 
 #include <poll.h>
 #include <signal.h>

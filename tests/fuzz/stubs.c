@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 struct usmc_real real;
+_Atomic int usmc_real_ready;
 
 void usmc_real_init(void)
 {
@@ -61,7 +62,8 @@ void usmc_real_init(void)
 	real.setsockopt = setsockopt;
 	real.close_range = close_range;
 	real.execve = execve;
-	usmc_real_sigaction = sigaction;
+	real.sigaction = sigaction;
+	STORE_RELEASE(&usmc_real_ready, 1);
 }
 
 /* The fuzz targets never wait: no signal can interrupt anything. */

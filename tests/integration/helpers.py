@@ -25,6 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("USMC_TEST_BUILD") or REPO / "build").resolve()
 USMC = BUILD / "usmc"
 LIB = BUILD / "libusmc.so"
+# USMC_T_UNSHARED=1 (make test-copy): the build's device cannot share a
+# connection between processes (src/dev_copy.c), so a fork, exec or
+# SCM_RIGHTS moves it to TCP first: device_unshared at that end,
+# peer_moved_to_tcp at the other.  assert_accelerated() allows those two.
+UNSHARED = os.environ.get("USMC_T_UNSHARED") == "1"
+UNSHARED_REASONS = {"device_unshared", "peer_moved_to_tcp"}
 PY = "/usr/bin/python3"
 
 
@@ -133,7 +139,8 @@ def assert_accelerated(st, clients=None, min_clients=1, diag=""):
     no fallback, no handshake error, both sides counted."""
     msg = "\n" + fmt_stat(st) + ("\n" + diag if diag else "")
     assert st["handshake_errors"] == 0, "handshake errors" + msg
-    assert st["tcp_fallback"] == {}, "unexpected TCP fallback" + msg
+    moved = set(st["tcp_fallback"]) <= UNSHARED_REASONS if UNSHARED else False
+    assert st["tcp_fallback"] == {} or moved, "unexpected TCP fallback" + msg
     assert st["tcp_conns"] == 0, "connections on TCP" + msg
     assert st["smc_conns"] > 0, "no connection used shared memory" + msg
     assert st["smc_conns"] == st["smc_client"] + st["smc_server"], msg

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tx.h - the send side: into the peer's DMB (tx.c), ring memory
+ * (tx_backing.c).
+ */
+#ifndef USMC_TX_H
+#define USMC_TX_H
+
+#include "sock.h"
+
+/*
+ * How many bytes the sender may write at prod now: free ring space, cut at
+ * the end of the backed part of the ring (dev->dmb_reserve grows it; on a
+ * full tmpfs the ring just behaves as if it were smaller).  Caller holds
+ * tx_lock.  (tx_backing.c)
+ */
+size_t usmc_tx_room(struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want);
+/* tx_backing.c: the owner goes to sleep; a ring that grew gives back the
+ * memory above what it holds unread.  Takes tx_lock if it is free. */
+void usmc_tx_idle(struct usmc_sock *sk);
+#define USMC_TX_IDLE_HW	(68u << 10)	/* the least tx_hw usmc_tx_idle() can act on */
+static inline void usmc_tx_idle_check(struct usmc_sock *sk)
+{
+	if (unlikely(sk->sh && sk->tx_p && LOAD_RELAXED(&sk->sh->tx_hw) >= USMC_TX_IDLE_HW))
+		usmc_tx_idle(sk);
+}
+
+ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, int flags);
+ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
+/* sendfile(2)/splice(2): move up to len bytes from in_fd into the ring. */
+ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len,
+			bool in_nonblock);
+
+#endif
