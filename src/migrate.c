@@ -131,7 +131,11 @@ int usmc_migrate_resent_check(struct usmc_sock *sk, int fd)
 	    !real.ioctl(fd, SIOCINQ, &inq) && !inq &&
 	    !real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) && err) {
 		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
-		return -err;
+		/* Over TCP all along, that peer's close with our bytes unread
+		 * was a reset without a FIN: ECONNRESET.  The kernel says
+		 * EPIPE for an RST after the FIN it saw (tcp_reset(),
+		 * CLOSE_WAIT), which no receive returns under plain TCP. */
+		return err == EPIPE ? -ECONNRESET : -err;
 	}
 	if (sk_mode(sk) == USMC_MODE_TCP && !real.ioctl(fd, SIOCOUTQ, &outq) && !outq)
 		atomic_fetch_and(&sk->sh->flags, ~SKF_RESENT);
