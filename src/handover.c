@@ -139,8 +139,8 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 
 		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
 			wait_fd(fd, POLLIN | POLLRDHUP);
-		else if (rc && rc != -EINTR)
-			break;
+		else if (rc != -EINTR)
+			break;	/* taken, an error, or EOF before it: the receiver reads that */
 	}
 }
 

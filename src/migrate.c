@@ -336,7 +336,9 @@ static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t 
 		rc = usmc_tcp_skip_wake(sk, fd, true);
 		if (rc && rc != -EAGAIN && rc != -EINTR)
 			return rc;
-		if (from == end && !sk_flag(sk, SKF_WAKEBYTE) &&
+		/* Still owed with nothing to wait for (0): the peer's EOF came
+		 * before its wake byte, which never will; readers see EOF. */
+		if (from == end && (!sk_flag(sk, SKF_WAKEBYTE) || !rc) &&
 		    !sk_flag(sk, SKF_TCP_DUP))
 			return 0;
 		p.events = (short)((from < end ? POLLOUT : 0) | POLLIN);
