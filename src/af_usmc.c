@@ -120,10 +120,10 @@ void usmc_conn_established(struct usmc_sock *sk)
 	/* Once per endpoint: established is reached once (accept, or the
 	 * client's first look at the answer). */
 	STAT_INC(ring_hist[usmc_ring_bucket(sk->size)]);
-	usmc_dbg(1, "%s %s %s %s: SMC-D loopback (link group %016llx slot %u, %u-byte DMBs)",
+	usmc_dbg(1, "%s %s %s %s: SMC-D %s (link group %016llx slot %u, %u-byte DMBs)",
 		 role_name(sk), usmc_addr_str(&sk->local, a, sizeof(a)),
 		 sk->role == 'C' ? "->" : "<-", usmc_addr_str(&sk->peer, b, sizeof(b)),
-		 (unsigned long long)sk->lgr->id, sk->slot, sk->size);
+		 sk->lgr->dev->name, (unsigned long long)sk->lgr->id, sk->slot, sk->size);
 }
 
 /* ---- socket buffer sizes ---------------------------------------------- */

@@ -31,6 +31,9 @@ LIB = BUILD / "libusmc.so"
 # peer_moved_to_tcp at the other.  assert_accelerated() allows those two.
 UNSHARED = os.environ.get("USMC_T_UNSHARED") == "1"
 UNSHARED_REASONS = {"device_unshared", "peer_moved_to_tcp"}
+# USMC_DEBUG=1's line for a connection on shared memory (af_usmc.c), on the
+# build's device.
+SMCD_LOG = b"SMC-D copy (" if UNSHARED else b"SMC-D loopback ("
 PY = "/usr/bin/python3"
 
 

@@ -266,7 +266,7 @@ def assert_stat_refused(kit, u, rundir=None, **extra):
 def tcp_reason(proc, reason):
     line = ("TCP (%s:" % reason).encode()
     assert line in proc.stderr(), "no '%s' line\n%s" % (line.decode(), proc.diag())
-    assert b"SMC-D loopback" not in proc.stderr(), proc.diag()
+    assert h.SMCD_LOG not in proc.stderr(), proc.diag()
 
 
 def tree(root):
@@ -343,7 +343,7 @@ def test_default_rundir_is_per_user(users, kit, procs, defaults):
     # A -> A: accelerated; while it is live, A's directory is private.
     holder = hold(procs, kit, a, env, port)
     try:
-        assert b"SMC-D loopback" in holder.stderr(), holder.diag()
+        assert h.SMCD_LOG in holder.stderr(), holder.diag()
         entries = assert_private(da, a)
         names = {p.name for p in entries}
         assert {h.REGISTRY_FILE, h.STATS_FILE, "mem"} <= names, names
@@ -389,7 +389,7 @@ def test_shared_rundir_other_user_locked_out(users, kit, procs, area):
     server, port = start_echo(procs, kit, a, env_a)
     holder = hold(procs, kit, a, env_a, port)
     try:
-        assert b"SMC-D loopback" in holder.stderr(), holder.diag()
+        assert h.SMCD_LOG in holder.stderr(), holder.diag()
         entries = assert_private(shared, a, top_mode=0o1777)
         assert any(p.name == "mem" for p in entries), entries
         # Every object of A's (the directory itself is world-listable by
@@ -545,7 +545,7 @@ def test_precreated_objects_in_rundir(users, kit, procs, defaults, area, where, 
     if blocks_registry:
         tcp_reason(client, "rundir_unusable")
     else:
-        assert client.stderr().count(b"SMC-D loopback") == 2, client.diag()
+        assert client.stderr().count(h.SMCD_LOG) == 2, client.diag()
     if blocks_stats:
         assert_stat_refused(kit, a, rundir=rd)
     else:
@@ -584,7 +584,7 @@ def test_allow_policy_never_loosens_isolation(users, kit, procs, area, policy):
     server, port = start_echo(procs, kit, a, env_a)
     holder = hold(procs, kit, a, env_a, port)
     try:
-        assert b"SMC-D loopback" in holder.stderr(), holder.diag()
+        assert h.SMCD_LOG in holder.stderr(), holder.diag()
         entries = assert_private(shared, a, top_mode=0o1777)
         assert_locked_out(kit, b, entries[1:])
         client = echo(procs, kit, b, env_b, port)

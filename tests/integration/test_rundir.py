@@ -32,7 +32,7 @@ def echo_accelerated(rundir, procs, scripts, name):
     p = procs.run(name + "-client", [h.PY, scripts["async_echo_client"], "127.0.0.1", port,
                                      2, 20, 4096, 5], rundir.env(debug=True), timeout=60)
     assert p.text().startswith("OK conns=2 msgs=40 "), p.diag()
-    assert p.stderr().count(b"SMC-D loopback") == 2, p.diag()
+    assert p.stderr().count(h.SMCD_LOG) == 2, p.diag()
     st = rundir.settle(h.accel_pred(2))
     h.assert_accelerated(st, clients=2, diag=server.diag())
     server.stop()
