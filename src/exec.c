@@ -37,7 +37,6 @@
 #include "stdstream.h"
 #include "sys.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>

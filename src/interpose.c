@@ -33,7 +33,6 @@
 #include <dirent.h>
 #include <netinet/tcp.h>
 #include <limits.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>

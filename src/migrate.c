@@ -412,6 +412,13 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	cdc_cons_flags(sk->rx_c, CDC_F_MIGRATE, memory_order_seq_cst);
 	atomic_thread_fence(memory_order_seq_cst);
 	peer_left = LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE;
+	/* Proposed, and the server left already: it accepted, and left
+	 * without seeing our flag (else it reads our ring up to our cut),
+	 * so it counts on us for what it did not read, as a server we had
+	 * seen accept would (usmc_migrate_follow() trusts the flag the same
+	 * way).  Two ends of one process leaving at a fork met this. */
+	if (m == USMC_MODE_PROPOSED && peer_left && reason != USMC_R_UNBOUND)
+		m = USMC_MODE_SMCD;
 	/* We send on TCP what the peer had not read of ours, from its cons
 	 * loaded now: a peer still reading drops what it reads beyond it
 	 * (it sees our flag: it had not raised its own before our load of
@@ -420,13 +427,6 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	 * answered by someone who does not hold the server end (unbound):
 	 * all of it, from the start (a proposed ring is never reused, tx.c);
 	 * a usmc server that took it after all drops what it read. */
-	/* Proposed, and the server left already: it accepted, and left
-	 * without seeing our flag (else it reads our ring up to our cut),
-	 * so it counts on us for what it did not read, as a server we had
-	 * seen accept would (usmc_migrate_follow() trusts the flag the same
-	 * way).  Two ends of one process leaving at a fork met this. */
-	if (m == USMC_MODE_PROPOSED && peer_left && reason != USMC_R_UNBOUND)
-		m = USMC_MODE_SMCD;
 	end = LOAD_RELAXED(&sk->sh->tx_prod);
 	from = m == USMC_MODE_SMCD ? ring_head(LOAD_ACQUIRE(&sk->tx_c->cons),
 					       LOAD_RELAXED(&sk->sh->tx_skip), end) :

@@ -48,7 +48,6 @@
 #include "sock.h"
 #include "sys.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <pthread.h>

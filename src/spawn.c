@@ -38,7 +38,6 @@
 #include "scm_peer.h"
 #include "sock.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <spawn.h>

@@ -57,7 +57,7 @@ static int tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n)
 {
 	struct usmc_lgr *l = sk->lgr;
 	uint32_t off = (uint32_t)(from & (sk->size - 1));
-	size_t first = MIN(n, (size_t)(sk->size - off));
+	size_t first = ring_span(sk->size, from, n);
 	int rc;
 
 	rc = l->dev->move_data(l, sk->slot, usmc_tx_dir(sk), off, (uint32_t)first);
