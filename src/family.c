@@ -241,6 +241,7 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 			continue;
 		mutex_init_robust(&sh->tx_lock);
 		mutex_init_robust(&sh->rx_lock);
+		mutex_init_robust(&sh->move_lock);
 		STORE_RELAXED(&sh->refs, 0);
 		STORE_RELAXED(&sh->mode, USMC_MODE_NONE);
 		STORE_RELAXED(&sh->reason, 0);
@@ -271,7 +272,8 @@ struct usmc_sock_sh *usmc_family_alloc_private(void)
 		return NULL;
 	pthread_mutex_init(&sh->tx_lock.m, NULL);
 	pthread_mutex_init(&sh->rx_lock.m, NULL);
-	sh->tx_lock.gen = sh->rx_lock.gen = LOAD_RELAXED(&usmc_family_gen);
+	pthread_mutex_init(&sh->move_lock.m, NULL);
+	sh->tx_lock.gen = sh->rx_lock.gen = sh->move_lock.gen = LOAD_RELAXED(&usmc_family_gen);
 	STORE_RELAXED(&sh->in_use, USMC_SH_PRIVATE);
 	return sh;
 }
@@ -280,6 +282,7 @@ void usmc_family_free(struct usmc_sock_sh *sh)
 {
 	pthread_mutex_destroy(&sh->tx_lock.m);
 	pthread_mutex_destroy(&sh->rx_lock.m);
+	pthread_mutex_destroy(&sh->move_lock.m);
 	if (LOAD_RELAXED(&sh->in_use) == USMC_SH_PRIVATE) {
 		free(sh);
 		return;
@@ -329,5 +332,5 @@ void usmc_family_after_fork(void)
 
 void usmc_family_inherited(struct usmc_sock_sh *sh)
 {
-	sh->tx_lock.gen = sh->rx_lock.gen = 0;
+	sh->tx_lock.gen = sh->rx_lock.gen = sh->move_lock.gen = 0;
 }

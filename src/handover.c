@@ -98,19 +98,6 @@ static bool stranded(struct usmc_sock *sk, int fd)
 	       (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
 }
 
-/* Reset the TCP connection under a descriptor that lives on elsewhere
- * (connect(AF_UNSPEC) disconnects: RST), so every holder reads
- * ECONNRESET. */
-static void reset_tcp(struct usmc_sock *sk, int fd)
-{
-	struct sockaddr sa = { .sa_family = AF_UNSPEC };
-
-	real.connect(fd, &sa, sizeof(sa));
-	usmc_sock_abort(sk, USMC_A_LOCAL);
-	usmc_log_write("fd %d: handed over with the peer's unread bytes stranded in shared memory: reset",
-		       fd);
-}
-
 static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 {
 	bool lost;
@@ -128,7 +115,7 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 	/* SKF_LOST: declined after the client had left with bytes queued in
 	 * shared memory; our reads say ECONNRESET, and so must the receiver's. */
 	if (lost || sk_mode(sk) == USMC_MODE_MIGRATING || sk_flag(sk, SKF_LOST)) {
-		reset_tcp(sk, fd);
+		usmc_conn_reset_tcp(sk, fd, "handed over with the peer's unread bytes stranded in shared memory");
 		return;
 	}
 	/* The one CLC byte the peer sends ahead of its TCP data (a wake

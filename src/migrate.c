@@ -267,14 +267,73 @@ int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock)
 	return rc == -EWOULDBLOCK ? -EAGAIN : rc;
 }
 
+/* Reset the TCP connection under a descriptor that may live on elsewhere
+ * (connect(AF_UNSPEC) disconnects: RST) and on shared memory, so every
+ * holder and the peer read ECONNRESET; why goes to the log. */
+void usmc_conn_reset_tcp(struct usmc_sock *sk, int fd, const char *why)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	real.connect(fd, &sa, sizeof(sa));
+	usmc_sock_abort(sk, USMC_A_LOCAL);
+	usmc_log_write("fd %d: %s: reset", fd, why);
+}
+
+/* An orphaned move (move_orphaned): reset, and TCP from now on. */
+static void move_take_over(struct usmc_sock *sk, int fd)
+{
+	usmc_conn_reset_tcp(sk, fd, "a process of ours died while moving the connection to TCP");
+	pthread_mutex_lock(&sk->lock);
+	if (sk_mode(sk) != USMC_MODE_TCP)
+		usmc_sock_set_tcp(sk, USMC_R_INTERNAL);
+	pthread_mutex_unlock(&sk->lock);
+}
+
+/*
+ * Claimed (SKF_MOVING) and still on shared memory, seen under move_lock,
+ * which its claimer holds from the claim until the mode moved on: the
+ * claimer died mid-move (the robust lock came back to us).  What it had
+ * sent of our ring on TCP nobody knows, so the connection is reset.
+ */
+static bool move_orphaned(struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+
+	return sk_flag(sk, SKF_MOVING) && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED);
+}
+
+/* Until the move another thread or process of ours claimed is under way
+ * (MIGRATING) or done: the claimer holds move_lock until then. */
+static void wait_moved(struct usmc_sock *sk, int fd)
+{
+	if (usmc_family_lock(&sk->sh->move_lock))
+		return;		/* a handler interrupted the claimer: it goes on */
+	if (move_orphaned(sk)) {
+		usmc_family_unlock(&sk->sh->move_lock);
+		move_take_over(sk, fd);
+		return;
+	}
+	usmc_family_unlock(&sk->sh->move_lock);
+}
+
 /* The peer raised CDC_F_MIGRATE: follow it.  Caller: usmc_sock_refresh. */
 void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 {
 	if (!(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
 		return;
-	pthread_mutex_lock(&sk->lock);
 	/* Another thread of ours leaving (usmc_conn_to_tcp) claimed the
-	 * move first: the peer's flag is its to handle (it sees it). */
+	 * move first: the peer's flag is its to handle (it sees it), and
+	 * the pump below waits for it.  Not waiting for move_lock here:
+	 * sk->lock is taken under it. */
+	if (usmc_family_trylock(&sk->sh->move_lock))
+		goto pump;
+	pthread_mutex_lock(&sk->lock);
+	if (move_orphaned(sk)) {
+		pthread_mutex_unlock(&sk->lock);
+		usmc_family_unlock(&sk->sh->move_lock);
+		move_take_over(sk, fd);
+		return;
+	}
 	if ((sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) &&
 	    !(atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING)) {
 		/* Their cons is final now (stored before the flag, release). */
@@ -287,6 +346,8 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd)
 		usmc_dbg(1, "fd %d: peer moved the connection to TCP", fd);
 	}
 	pthread_mutex_unlock(&sk->lock);
+	usmc_family_unlock(&sk->sh->move_lock);
+pump:
 	if (sk_flag(sk, SKF_WAKEBYTE))
 		usmc_tcp_skip_wake(sk, fd, true);
 	usmc_migrate_pump(sk, fd, false);
@@ -347,19 +408,6 @@ static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t 
 	}
 }
 
-/* Until the move another thread claimed is under way (MIGRATING) or done. */
-static void wait_moved(struct usmc_sock *sk)
-{
-	static const struct timespec nap = { 0, 100000 };
-	unsigned int i;
-
-	for (i = 0; sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED; i++)
-		if (i < 64)
-			sched_yield();
-		else
-			nanosleep(&nap, NULL);
-}
-
 /*
  * We leave shared memory (exec without libusmc, or an option SMC cannot
  * honour).  What the peer sent and we did not read, it sends again on TCP;
@@ -398,10 +446,20 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	/* One move per connection: another thread of ours that follows the
 	 * peer, or leaves too, may be at it already (a fork moving every
 	 * connection while a thread reads one).  Its move is ours. */
-	if (atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
+	if (usmc_family_trylock(&sk->sh->move_lock)) {
 		usmc_family_unlock(&sk->sh->rx_lock);
 		usmc_family_unlock(&sk->sh->tx_lock);
-		wait_moved(sk);
+		wait_moved(sk, fd);
+		return 0;
+	}
+	if (atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
+		bool orphaned = move_orphaned(sk);
+
+		usmc_family_unlock(&sk->sh->move_lock);
+		usmc_family_unlock(&sk->sh->rx_lock);
+		usmc_family_unlock(&sk->sh->tx_lock);
+		if (orphaned)
+			move_take_over(sk, fd);
 		return 0;
 	}
 	/* After our last prod and our last cons: release pairs with the
@@ -451,6 +509,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	pthread_mutex_lock(&sk->lock);
 	usmc_sock_set_tcp(sk, reason);
 	pthread_mutex_unlock(&sk->lock);
+	usmc_family_unlock(&sk->sh->move_lock);
 	usmc_dbg(1, "fd %d: moved to TCP (%s)", fd, usmc_reason_name(reason));
 	return 0;
 }

@@ -30,5 +30,8 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
 /* A connection that must be plain TCP from now on (exec without libusmc,
  * posix_spawn, stdio): settle what cannot travel half-done, then leave. */
 void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
+/* Reset the connection, TCP under it included, for every holder and the
+ * peer (ECONNRESET); why: for the log. */
+void usmc_conn_reset_tcp(struct usmc_sock *sk, int fd, const char *why);
 
 #endif

@@ -64,7 +64,8 @@ enum usmc_sock_kind {
 #define SKF_APP_NOPORT	0x4000000	/* the program set IP_BIND_ADDRESS_NO_PORT (clc_bind.c) */
 #define SKF_APP_RFC4884	0x8000000	/* the program set IP_RECVERR_RFC4884 (clc_bind.c) */
 #define SKF_MOVING	0x10000000	/* the move to TCP is claimed, by usmc_conn_to_tcp or
-					 * usmc_migrate_follow, the first of them (one-shot) */
+					 * usmc_migrate_follow, the first of them (one-shot;
+					 * set and carried out under sh->move_lock) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
@@ -74,6 +75,10 @@ enum usmc_sock_kind {
 struct usmc_sock_sh {
 	struct usmc_flock tx_lock;	/* robust, process-shared */
 	struct usmc_flock rx_lock;
+	struct usmc_flock move_lock;	/* held by the claimer of the move to TCP until the
+					 * mode moved on (migrate.c): who finds the move
+					 * claimed waits on it, and takes over from a
+					 * claimer that died mid-move */
 	_Atomic int32_t refs;		/* descriptors in all processes of the family */
 	_Atomic uint32_t mode;		/* enum usmc_conn_mode */
 	_Atomic uint32_t reason;	/* enum usmc_reason (TCP / MIGRATING) */

@@ -25,6 +25,13 @@
  *                      socket again: its bytes must reach the server (they
  *                      sat in the ring until the client's next wait on the
  *                      socket, and the server waited on TCP for ever).
+ *   mover_killed       a forked process of ours starts the move to TCP
+ *                      (MSG_OOB) with our ring full and the peer not
+ *                      reading, so the move blocks on TCP; it is killed
+ *                      there.  Our own MSG_OOB must not wait for the dead
+ *                      mover (it waited for ever): the connection resets,
+ *                      for us and for the peer, which reads a prefix of
+ *                      the stream and then ECONNRESET, never a clean EOF.
  */
 #include "t_util.h"
 
@@ -313,11 +320,76 @@ static void check_send_after_decline(void)
 	t_tcp_conns = -1;
 }
 
+static void check_mover_killed(void)
+{
+	static char buf[65536];
+	uint16_t port;
+	int lfd = t_listen(&port), c, s, small = 4096, st;
+	size_t sent = 0, got = 0;
+	pid_t pid;
+	ssize_t n;
+	char m[32];
+
+	if (!t_accel()) {	/* over TCP all along the sends below block as well */
+		fprintf(stderr, "t_migrate2: mover_killed: shared memory only\n");
+		return;
+	}
+	/* The peer's TCP takes little: set before the connection exists. */
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
+	t_pair_on(lfd, port, &c, &s);
+	close(lfd);
+	t_xfer(c, s, "settle");
+	t_xfer(s, c, "settle back");
+	if (t_accel())
+		t_assert(!strcmp(t_fd_mode(c, m, sizeof(m)), "SMCD"), "mode \"%s\"", m);
+	/* Fill our ring (shared memory takes it all; TCP would stop sooner). */
+	t_set_nonblock(c, true);
+	for (;;) {
+		t_pat_fill(9, sent, buf, sizeof(buf));
+		n = send(c, buf, sizeof(buf), MSG_NOSIGNAL);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+	}
+	t_assert(n < 0 && errno == EAGAIN, "filling: %s", strerror(errno));
+	t_set_nonblock(c, false);
+	t_ok(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)));
+	pid = t_ok(fork());
+	if (!pid) {
+		/* Moves the ring to TCP: blocks, TCP takes a few KiB. */
+		send(c, "!", 1, MSG_OOB | MSG_NOSIGNAL);
+		_exit(0);
+	}
+	t_msleep(300);
+	t_assert(waitpid(pid, &st, WNOHANG) == 0,
+		 "the mover finished: %zu bytes fitted in TCP, nothing to test", sent);
+	t_ok(kill(pid, SIGKILL));
+	t_ok(waitpid(pid, &st, 0));
+	alarm(10);	/* the old library waited here for ever */
+	n = send(c, "?", 1, MSG_OOB | MSG_NOSIGNAL);
+	t_assert(n < 0 && (errno == ECONNRESET || errno == EPIPE),
+		 "send after the mover died: %zd %s", n, n < 0 ? strerror(errno) : "");
+	/* The peer: a prefix of the stream, then the reset. */
+	while ((n = recv(s, buf, sizeof(buf), 0)) > 0) {
+		long bad = t_pat_check(9, got, buf, (size_t)n);
+
+		t_assert(bad < 0, "wrong byte at offset %zu", got + (size_t)bad);
+		got += (size_t)n;
+	}
+	t_assert(n < 0 && errno == ECONNRESET && got < sent,
+		 "peer: %zu of %zu bytes, then %s", got, sent, n < 0 ? strerror(errno) : "EOF");
+	alarm(0);
+	close(c);
+	close(s);
+	t_tcp_conns = -1;	/* reset mid-move: counted as internal_error */
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
 	{ "shut_while_moving", check_shut_while_moving },
 	{ "send_after_decline", check_send_after_decline },
+	{ "mover_killed", check_mover_killed },
 };
 
 int main(int argc, char **argv)
