@@ -18,7 +18,7 @@
  * inherits, scm_peer.c).
  * Kind 2 instead of 1: a posix_spawn() child (spawn.c), whose shares the
  * spawner counted; records are checked as received ones (adopt.c).
- * vfork() is fork() here (below).  Not covered: system() and popen(),
+ * vfork() is fork() here (interpose.c).  Not covered: system() and popen(),
  * whose spawn inside glibc cannot be interposed (docs/design.md, limits).
  */
 #include "adopt.h"
@@ -284,9 +284,11 @@ static char **exec_prepare(struct exec_ctx *c, char *const envp[])
 	usmc_family_before_fork();
 	c->plain = !usmc_env_has_usmc(envp);
 	/* The new image shares what it inherits with us (spawn) or takes it
-	 * over (exec): a device that cannot do that hands it to TCP. */
+	 * over (exec): a device that cannot do that hands it to TCP.  An exec
+	 * closes what is close-on-exec (a spawn's dup2 actions may not). */
 	if (!c->plain)
-		usmc_conns_unshare(c->spawn ? USMC_DEV_F_FORK | USMC_DEV_F_EXEC : USMC_DEV_F_EXEC);
+		usmc_conns_unshare(c->spawn ? USMC_DEV_F_FORK | USMC_DEV_F_EXEC : USMC_DEV_F_EXEC,
+				   !c->spawn);
 	if (c->plain) {
 		usmc_fd_foreach(collect, c);
 		return NULL;
@@ -449,32 +451,6 @@ void usmc_spawn_finish(struct exec_ctx *c, char **env, bool spawned)
 		exec_undo(c, env);
 	}
 	free(c);
-}
-
-/*
- * vfork(): the child borrows this process's memory until it execs or
- * exits, and every call it makes through us before that (close_range,
- * dup2, close, execve: what a spawning library does there) would update
- * the parent's descriptor table, reference counts and rings as if they
- * were its own: Python's subprocess, closing the child's descriptors,
- * reset every accelerated connection of its parent.  POSIX allows vfork()
- * to be fork(), and so it is here: the child gets its own copy, the
- * atfork handlers count its references as for any fork, and an exec
- * hands its sockets over as after fork().  Not covered: a child that
- * reports back through the memory it assumes it shares (it writes its
- * own copy), and glibc's posix_spawn()/system(), whose child calls
- * nothing of ours.
- */
-EXPORT pid_t vfork(void)
-{
-	return usmc_fork();
-}
-
-pid_t __vfork(void);
-
-EXPORT pid_t __vfork(void)
-{
-	return usmc_fork();
 }
 
 /*

@@ -393,20 +393,31 @@ void usmc_conn_unshare(struct usmc_sock *sk, int fd, uint32_t need)
 	handover_conn(sk, fd, USMC_R_DEV_UNSHARED);
 }
 
+struct unshare_walk {
+	uint32_t need;
+	bool inherited;
+};
+
 /* Another thread may close fd meanwhile: only a socket we hold a reference
  * to is touched (usmc_fd_get). */
 static void unshare_one(int fd, struct usmc_sock *seen __unused, void *arg)
 {
-	struct usmc_sock *sk = usmc_fd_get(fd);
+	const struct unshare_walk *w = arg;
+	struct usmc_sock *sk;
 
+	if (w->inherited && (sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
+		return;
+	sk = usmc_fd_get(fd);
 	if (!sk)
 		return;
-	usmc_conn_unshare(sk, fd, *(uint32_t *)arg);
+	usmc_conn_unshare(sk, fd, w->need);
 	usmc_sock_put(sk);
 }
 
-void usmc_conns_unshare(uint32_t need)
+void usmc_conns_unshare(uint32_t need, bool inherited)
 {
+	struct unshare_walk w = { .need = need, .inherited = inherited };
+
 	if (!usmc_dev_all_can(need))
-		usmc_fd_foreach(unshare_one, &need);
+		usmc_fd_foreach(unshare_one, &w);
 }

@@ -29,11 +29,12 @@ int usmc_scm_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags);
 ssize_t usmc_scm_recvmsg(int fd, struct msghdr *msg, int flags);
 int usmc_scm_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t);
 /* Another process is about to share this connection (fd), or every
- * connection of ours (conns): those on a device without all of need's
- * capabilities (dev.h USMC_DEV_F_FORK, _EXEC) move to TCP first, reason
+ * connection of ours (conns; inherited: only those an exec keeps, not
+ * close-on-exec): those on a device without all of need's capabilities
+ * (dev.h USMC_DEV_F_FORK, _EXEC) move to TCP first, reason
  * device_unshared.  Free when every device has them. */
 void usmc_conn_unshare(struct usmc_sock *sk, int fd, uint32_t need);
-void usmc_conns_unshare(uint32_t need);
+void usmc_conns_unshare(uint32_t need, bool inherited);
 /* A listener goes where nobody answers proposals (SCM_RIGHTS, an exec
  * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
  * the proposals of connections still in the accept queue are declined. */

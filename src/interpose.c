@@ -24,6 +24,7 @@
 #include "registry.h"
 #include "rx.h"
 #include "sandbox.h"
+#include "sigrestart.h"
 #include "sock.h"
 #include "stats.h"
 #include "stdstream.h"
@@ -61,33 +62,6 @@ void usmc_tcp_count(struct usmc_sock *sk, ssize_t n, bool tx)
 					  (uint64_t)n, memory_order_relaxed);
 }
 
-/* ---- signals: would the kernel restart an interrupted socket call? ---- */
-
-static _Atomic uint64_t norestart_mask;	/* signals with a handler lacking SA_RESTART */
-
-bool usmc_sig_should_eintr(int timeout_ms)
-{
-	/* A call with a timeout is never restarted (sock_intr_errno). */
-	return timeout_ms >= 0 || LOAD_RELAXED(&norestart_mask) != 0;
-}
-
-static void sig_track(int sig, const struct sigaction *act)
-{
-	uint64_t bit;
-
-	/* Fault signals are synchronous: they never interrupt a blocking
-	 * call, and sanitizers and crash reporters install them without
-	 * SA_RESTART; counting them would make every call return EINTR. */
-	if (!act || sig <= 0 || sig >= 64 || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
-	    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
-		return;
-	bit = 1ULL << sig;
-	if (act->sa_handler != SIG_IGN && act->sa_handler != SIG_DFL && !(act->sa_flags & SA_RESTART))
-		atomic_fetch_or(&norestart_mask, bit);
-	else
-		atomic_fetch_and(&norestart_mask, ~bit);
-}
-
 EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	ENSURE_REAL(sigaction);
@@ -95,7 +69,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 		return 0;
 	if (real.sigaction(sig, act, old))
 		return -1;
-	sig_track(sig, act);
+	usmc_sig_track(sig, act);
 	return 0;
 }
 
@@ -110,7 +84,7 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 		if (usmc_guard_sigaction(&sa, &old))
 			return old.sa_handler;
 	}
-	sig_track(sig, &sa);	/* glibc's signal() has BSD semantics: SA_RESTART */
+	usmc_sig_track(sig, &sa);	/* glibc's signal() has BSD semantics: SA_RESTART */
 	return real.signal(sig, h);
 }
 
@@ -635,13 +609,20 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 /* ---- process lifetime ------------------------------------------------- */
 
 
-pid_t usmc_fork(void)
+/* fork() as our wrapper runs it, and vfork() (for_exec: the child only
+ * execs or exits). */
+static pid_t usmc_fork(bool for_exec)
 {
 	pid_t pid;
 
 	ENSURE_REAL(fork);
-	/* Parent and child share every connection from now on. */
-	usmc_conns_unshare(USMC_DEV_F_FORK);
+	/* Parent and child share every connection from now on; a vfork
+	 * child, only what its exec lets through (POSIX: it may call
+	 * nothing else), which the new image takes over while we go on. */
+	if (for_exec)
+		usmc_conns_unshare(USMC_DEV_F_FORK | USMC_DEV_F_EXEC, true);
+	else
+		usmc_conns_unshare(USMC_DEV_F_FORK, false);
 	usmc_fd_fork_prepare();
 	pid = real.fork();	/* runs the atfork handlers below in the child */
 	if (pid != 0)
@@ -651,7 +632,33 @@ pid_t usmc_fork(void)
 
 EXPORT pid_t fork(void)
 {
-	return usmc_fork();
+	return usmc_fork(false);
+}
+
+/*
+ * vfork(): the child borrows this process's memory until it execs or
+ * exits, and every call it makes through us before that (close_range,
+ * dup2, close, execve: what a spawning library does there) would update
+ * the parent's descriptor table, reference counts and rings as if they
+ * were its own: Python's subprocess, closing the child's descriptors,
+ * reset every accelerated connection of its parent.  POSIX allows vfork()
+ * to be fork(), and so it is here: the child gets its own copy, the
+ * atfork handlers count its references as for any fork, and an exec
+ * hands its sockets over as after fork().  Not covered: a child that
+ * reports back through the memory it assumes it shares (it writes its
+ * own copy), and glibc's posix_spawn()/system(), whose child calls
+ * nothing of ours.
+ */
+EXPORT pid_t vfork(void)
+{
+	return usmc_fork(true);
+}
+
+pid_t __vfork(void);
+
+EXPORT pid_t __vfork(void)
+{
+	return usmc_fork(true);
 }
 
 static void atfork_child(void)

@@ -120,7 +120,5 @@ extern _Atomic int usmc_real_ready __attribute__((visibility("hidden")));
 		if (unlikely(!LOAD_ACQUIRE(&usmc_real_ready)))		\
 			usmc_real_init();				\
 	} while (0)
-/* fork() as libusmc's wrapper runs it (interpose.c), for vfork (exec.c). */
-pid_t usmc_fork(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include "migrate.h"
 #include "real.h"
 #include "rx.h"
+#include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"
 #include "wait.h"

@@ -447,8 +447,4 @@ static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
 	return unlikely(flags & SKF_LOWAT) ? LOAD_RELAXED(&sk->sh->rcvlowat) : 1;
 }
 
-/* interpose.c: should an interrupted wait return EINTR (no SA_RESTART
- * handler, or a timeout set) or restart, as the kernel would decide? */
-bool usmc_sig_should_eintr(int timeout_ms);
-
 #endif

@@ -11,6 +11,7 @@
 #include "guard.h"
 #include "migrate.h"
 #include "real.h"
+#include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"
 #include "tx.h"

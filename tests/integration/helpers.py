@@ -34,6 +34,15 @@ UNSHARED_REASONS = {"device_unshared", "peer_moved_to_tcp"}
 # USMC_DEBUG=1's line for a connection on shared memory (af_usmc.c), on the
 # build's device.
 SMCD_LOG = b"SMC-D copy (" if UNSHARED else b"SMC-D loopback ("
+# The device a link group uses (`usmc lg`).
+DEVICE = "copy" if UNSHARED else "loopback"
+
+
+def child_reason(reason):
+    """The reason a connection gets where a forked or exec'd child moves it
+    to TCP (stdio, sandboxed): on a device without sharing, the fork before
+    it moved the connection first (device_unshared)."""
+    return "device_unshared" if UNSHARED else reason
 PY = "/usr/bin/python3"
 
 
@@ -137,9 +146,12 @@ def fmt_stat(st):
         len(conns), json.dumps(conns[:8]))
 
 
-def assert_accelerated(st, clients=None, min_clients=1, diag=""):
+def assert_accelerated(st, clients=None, min_clients=1, diag="", handed=False):
     """Every connection both ends of which were usmc used shared memory:
-    no fallback, no handshake error, both sides counted."""
+    no fallback, no handshake error, both sides counted.  handed: the
+    server hands every connection to another process (a forked child, an
+    SCM_RIGHTS receiver) before its first byte, so on a device without
+    sharing each one moved to TCP there, and no byte crossed shared memory."""
     msg = "\n" + fmt_stat(st) + ("\n" + diag if diag else "")
     assert st["handshake_errors"] == 0, "handshake errors" + msg
     moved = set(st["tcp_fallback"]) <= UNSHARED_REASONS if UNSHARED else False
@@ -154,6 +166,11 @@ def assert_accelerated(st, clients=None, min_clients=1, diag=""):
         assert st["smc_conns"] == 2 * clients, msg
     else:
         assert st["smc_client"] >= min_clients, msg
+    if handed and UNSHARED:
+        fb = st["tcp_fallback"]
+        assert fb.get("device_unshared", 0) == fb.get("peer_moved_to_tcp", 0) == \
+            st["smc_client"], "every connection moved at its hand-over" + msg
+        return
     assert st["tx_bytes"] > 0 and st["rx_bytes"] > 0, "no bytes through shared memory" + msg
 
 

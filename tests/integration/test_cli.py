@@ -206,7 +206,7 @@ def test_run_through_sh_wrappers_and_forked_children(rundir, procs, scripts):
                   rundir.env(), timeout=60)
     assert p.text().startswith("OK conns=3 msgs=180 ") and "client done" in p.text(), p.diag()
     st = rundir.settle(h.accel_pred(3))
-    h.assert_accelerated(st, clients=3, diag=server.diag())
+    h.assert_accelerated(st, clients=3, diag=server.diag(), handed=True)
 
 
 @pytest.mark.timeout(120, method="signal")

@@ -63,8 +63,10 @@ def test_forking_server_thread_client(rundir, procs, tmp_path, usmc):
     if not usmc:
         return
     st = rundir.settle(h.accel_pred(N_REQUESTS))
-    h.assert_accelerated(st, clients=N_REQUESTS, diag=p.diag())
+    h.assert_accelerated(st, clients=N_REQUESTS, diag=p.diag(), handed=True)
     assert st["aborts"] == {}, "connections reset\n" + h.fmt_stat(st)
+    if h.UNSHARED:
+        return		# each connection moved at its fork: bytes partly on TCP
     line_bytes = sum(len(b"hello world %d\n" % i) for i in range(N_REQUESTS))
     assert st["tx_bytes"] == 2 * line_bytes and st["rx_bytes"] == 2 * line_bytes, h.fmt_stat(st)
     # Each connection was let go by whichever process held it last (a

@@ -117,4 +117,4 @@ def test_pgbench(procs, pg, pgdirs, usmc):
         while st["smc_server"] < want and time.monotonic() < deadline:
             time.sleep(0.1)
             st = usmc_stat(pg, rd)
-        h.assert_accelerated(st, clients=want, diag=server.diag())
+        h.assert_accelerated(st, clients=want, diag=server.diag(), handed=True)

@@ -206,7 +206,7 @@ def test_stat_details_listeners_lg_dev(rundir, procs, scripts, tmp_path):
         assert g["slots_busy"] == 1 and g["ring_size"] == 4 << 20 and g["alive"], g
         assert 0 < g["committed"] <= g["size"], g
         rows = table(rundir.cli("lg").stdout.decode(), "ID")
-        assert rows == [[g["id"], "loopback", str(client.pid), str(server.pid), str(os.geteuid()),
+        assert rows == [[g["id"], h.DEVICE, str(client.pid), str(server.pid), str(os.geteuid()),
                          "1/%d" % g["slots"], "1", "4.0 MiB", human(g["size"]),
                          human(g["committed"]), "live"]], rows
 

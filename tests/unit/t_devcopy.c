@@ -19,6 +19,10 @@
  *   scm         a connection sent to another process (SCM_RIGHTS) moves
  *               to TCP first; the receiver reads every byte the peer
  *               writes, before and after the send.
+ *   vfork_exec  vfork + exec (what subprocess, posix_spawn-like helpers
+ *               and shells do): a close-on-exec connection, which the new
+ *               image never gets, stays on shared memory; an inheritable
+ *               one moves to TCP first (the new image takes it over).
  */
 #include "t_util.h"
 
@@ -232,11 +236,46 @@ static void check_scm(void)
 		 moved, t_fallbacks("device_unshared"));
 }
 
+static void check_vfork_exec(void)
+{
+	long long moved = t_fallbacks("device_unshared");
+	int c, s, ci, si, st;
+	pid_t kid;
+
+	t_pair_smc(&c, &s);
+	t_pair_smc(&ci, &si);
+	t_ok(fcntl(c, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	t_ok(fcntl(si, F_SETFD, FD_CLOEXEC));	/* ci alone goes to the new image */
+	kid = vfork();
+	if (kid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	t_assert(kid > 0, "vfork: %s", strerror(errno));
+	t_ok(waitpid(kid, &st, 0));
+	t_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "/bin/true: status %#x", st);
+	t_assert_smc(c);
+	t_xfer(c, s, "close-on-exec, after the exec");
+	t_xfer(s, c, "and back");
+	expect_state(ci, "TCP", "device_unshared");
+	t_xfer(ci, si, "inherited, after the exec");
+	t_xfer(si, ci, "and back");
+	expect_state(si, "TCP", "peer_moved_to_tcp");
+	t_assert(t_fallbacks("device_unshared") == moved + 1, "device_unshared %lld -> %lld",
+		 moved, t_fallbacks("device_unshared"));
+	close(c);
+	close(s);
+	close(ci);
+	close(si);
+}
+
 static const struct t_check checks[] = {
 	{ "stream", check_stream },
 	{ "fork", check_fork },
 	{ "peer_closed", check_peer_closed },
 	{ "scm", check_scm },
+	{ "vfork_exec", check_vfork_exec },
 };
 
 int main(int argc, char **argv)
