@@ -504,7 +504,10 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	} else if (sk_is_smc_path(sk) && arg &&
 		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		usmc_sock_refresh(sk, fd);
-		if (sk_is_smc_path(sk) && sk_mode(sk) != USMC_MODE_MIGRATING) {
+		/* Undecided (a server before its first act): no rings yet, and
+		 * what there is to read is on TCP, as the kernel counts it. */
+		if (sk_is_smc_path(sk) && sk_mode(sk) != USMC_MODE_MIGRATING &&
+		    sk_mode(sk) != USMC_MODE_UNDECIDED) {
 			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
 			rc = 0;
 		}

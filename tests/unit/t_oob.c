@@ -245,6 +245,38 @@ static void sc_async_connect(void)
 	signal(SIGIO, SIG_DFL);
 }
 
+/*
+ * FIONREAD and SIOCOUTQ on a server's connection before it acted, from a
+ * client that stays TCP (O_ASYNC before connect): undecided, with no rings
+ * yet (postfix's smtpd asks FIONREAD first: it crashed in usmc).
+ */
+static void sc_fionread_undecided(void)
+{
+	struct sockaddr_in a;
+	uint16_t port;
+	int lfd = t_listen(&port), c, s, fl, q;
+
+	a = t_addr(port);
+	c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+	fl = t_ok(fcntl(c, F_GETFL));
+	t_ok(fcntl(c, F_SETFL, fl | O_ASYNC));
+	t_ok(connect(c, (struct sockaddr *)&a, sizeof(a)));
+	s = t_accept(lfd);
+	close(lfd);
+	q = -1;
+	OBS("server FIONREAD before any byte: %d, %d\n", ioctl(s, FIONREAD, &q), q);
+	q = -1;
+	OBS("server SIOCOUTQ: %d, %d\n", ioctl(s, SIOCOUTQ, &q), q);
+	t_write_all(c, "hello", 5);
+	OBS("server readable: %d\n", !!(t_wait_fd(s, POLLIN, 5000) & POLLIN));
+	q = -1;
+	OBS("server FIONREAD after 5 bytes: %d, %d\n", ioctl(s, FIONREAD, &q), q);
+	obs_read(s, 5, "server");
+	t_expect_moved(c, "async_io");
+	close(c);
+	close(s);
+}
+
 #define MIDSEND_LEN	(8u << 20)	/* more than a ring: the sender blocks */
 #define MIDSEND_FIRST	100000u
 
@@ -460,6 +492,7 @@ static const struct t_scenario scenarios[] = {
 	{ "sigio", sc_sigio },
 	{ "setsig", sc_setsig },
 	{ "async_connect", sc_async_connect },
+	{ "fionread_undecided", sc_fionread_undecided },
 	{ "midsend", sc_midsend },
 	{ "midrecv", sc_midrecv },
 	{ "zerocopy", sc_zerocopy },
