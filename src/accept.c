@@ -102,7 +102,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		usmc_conn_unbind_slot(sk, false);
 		return USMC_R_WITHDRAWN;
 	}
-	c->s.pid = (uint32_t)usmc_getpid();
+	cdc_server_pid(&c->s, (uint32_t)usmc_getpid());
 	/* The answer; pairs with the acquire load in usmc_sock_refresh(). */
 	cdc_answer(&c->s, CDC_ANSWER(p->gen, CDC_ANS_ACCEPT, 0));
 	usmc_conn_established(sk);

@@ -414,9 +414,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		sk->route_ns = 0;
 	if (!reason) {
 		usmc_clc_connect_port(ln, cslot, sk->local.port);
-		sk->ctrl->c.client = sk->local;
-		sk->ctrl->c.server = sk->peer;
-		sk->ctrl->c.pid = (uint32_t)usmc_getpid();
+		cdc_slot_ids(&sk->ctrl->c, &sk->local, &sk->peer, (uint32_t)usmc_getpid());
 		memset(&prop, 0, sizeof(prop));
 		prop.epoch = epoch;
 		prop.lgr_id = sk->lgr->id;

@@ -80,10 +80,13 @@ static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t 
 	int i;
 
 	STORE_RELAXED(ns, usmc_now_ns());
+	CDC_MIRROR(ns);
 	for (i = 0; i < 8 && (int32_t)(v - cur) > 0; i++)
 		if (atomic_compare_exchange_weak_explicit(word, &cur, v, memory_order_release,
-							  memory_order_relaxed))
+							  memory_order_relaxed)) {
+			CDC_MIRROR(word);
 			return;
+		}
 }
 
 /* After a kick's fence: does a waiter of the peer sleep where only our

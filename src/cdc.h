@@ -117,6 +117,25 @@ struct usmc_cdc_ctrl {
 	struct usmc_cdc_cons s2c_c;
 };
 
+/*
+ * A device whose memory the peer does not map (USMC_DEV_F_MAPPED clear)
+ * keeps the peer's lines as copies that CDC messages update: every store
+ * below is followed by CDC_MIRROR of the words it wrote, which hands them
+ * to the device (dev.h publish).  Only dev_copy, in test builds, works that
+ * way today; elsewhere the macro is empty and the stores are all there is.
+ */
+#ifdef USMC_TEST_DEVICES
+extern bool usmc_cdc_mirroring;		/* a link group without mapping exists here */
+void usmc_cdc_mirror(const volatile void *word, size_t len);
+#define CDC_MIRROR(w)							\
+	do {								\
+		if (unlikely(usmc_cdc_mirroring))			\
+			usmc_cdc_mirror((w), sizeof(*(w)));		\
+	} while (0)
+#else
+#define CDC_MIRROR(w)	do { } while (0)
+#endif
+
 static inline void cdc_reset_prod(struct usmc_cdc_prod *p)
 {
 	STORE_RELAXED(&p->prod, 0);
@@ -127,6 +146,7 @@ static inline void cdc_reset_prod(struct usmc_cdc_prod *p)
 	STORE_RELAXED(&p->mig_from, 0);
 	STORE_RELAXED(&p->data_rung, 0);
 	STORE_RELAXED(&p->data_rung_ns, 0);
+	CDC_MIRROR(p);
 }
 
 static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
@@ -138,6 +158,7 @@ static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
 	STORE_RELAXED(&c->waiting, 0);
 	STORE_RELAXED(&c->space_rung, 0);
 	STORE_RELAXED(&c->space_rung_ns, 0);
+	CDC_MIRROR(c);
 }
 
 /*
@@ -153,62 +174,78 @@ static inline void cdc_reset_cons(struct usmc_cdc_cons *c)
 static inline void cdc_pub_prod(struct usmc_cdc_prod *p, uint64_t prod)
 {
 	STORE_RELEASE(&p->prod, prod);
+	CDC_MIRROR(&p->prod);
 }
 
 static inline void cdc_pub_skip(struct usmc_cdc_prod *p, uint64_t skip)
 {
 	STORE_RELEASE(&p->skip_to, skip);
+	CDC_MIRROR(&p->skip_to);
 }
 
 static inline void cdc_pub_cons(struct usmc_cdc_cons *c, uint64_t cons)
 {
 	STORE_RELEASE(&c->cons, cons);
+	CDC_MIRROR(&c->cons);
 }
 
 /* Flags only ever go up; mo: the order the caller's protocol needs. */
 static inline void cdc_prod_flags(struct usmc_cdc_prod *p, uint32_t f, memory_order mo)
 {
 	atomic_fetch_or_explicit(&p->flags, f, mo);
+	CDC_MIRROR(&p->flags);
 }
 
 static inline void cdc_cons_flags(struct usmc_cdc_cons *c, uint32_t f, memory_order mo)
 {
 	atomic_fetch_or_explicit(&c->flags, f, mo);
+	CDC_MIRROR(&c->flags);
 }
 
 /* CDC_F_MIGFROM's cursor, before the flag (migrate.c). */
 static inline void cdc_pub_mig_from(struct usmc_cdc_prod *p, uint64_t from)
 {
 	STORE_RELAXED(&p->mig_from, from);
+	CDC_MIRROR(&p->mig_from);
 }
 
 /* SO_RCVBUF as the kernel reports it, before CDC_F_RCVLIM. */
 static inline void cdc_pub_rcvbuf(struct usmc_cdc_cons *c, uint32_t v)
 {
 	STORE_RELAXED(&c->rcvbuf, v);
+	CDC_MIRROR(&c->rcvbuf);
 }
 
 /* Arm counters: the new value (cdc.c usmc_cdc_arm). */
 static inline uint32_t cdc_arm_data(struct usmc_cdc_cons *c)
 {
-	return atomic_fetch_add_explicit(&c->data_armed, 1, memory_order_relaxed) + 1;
+	uint32_t v = atomic_fetch_add_explicit(&c->data_armed, 1, memory_order_relaxed) + 1;
+
+	CDC_MIRROR(&c->data_armed);
+	return v;
 }
 
 static inline uint32_t cdc_arm_space(struct usmc_cdc_prod *p)
 {
-	return atomic_fetch_add_explicit(&p->space_armed, 1, memory_order_relaxed) + 1;
+	uint32_t v = atomic_fetch_add_explicit(&p->space_armed, 1, memory_order_relaxed) + 1;
+
+	CDC_MIRROR(&p->space_armed);
+	return v;
 }
 
 static inline void cdc_waiting_add(_Atomic uint32_t *waiting, int delta)
 {
 	atomic_fetch_add(waiting, (uint32_t)delta);
+	CDC_MIRROR(waiting);
 }
 
 /* Hint: our CPU + 1, written only when it changed. */
 static inline void cdc_cpu_hint(_Atomic uint32_t *word, int cpu)
 {
-	if (LOAD_RELAXED(word) != (uint32_t)cpu + 1)
+	if (LOAD_RELAXED(word) != (uint32_t)cpu + 1) {
 		STORE_RELAXED(word, (uint32_t)cpu + 1);
+		CDC_MIRROR(word);
+	}
 }
 
 /* Server: the answer to a proposal (release: what it accepted is set up);
@@ -216,22 +253,49 @@ static inline void cdc_cpu_hint(_Atomic uint32_t *word, int cpu)
 static inline void cdc_answer(struct usmc_cdc_server *s, uint64_t answer)
 {
 	STORE_RELEASE(&s->answer, answer);
+	CDC_MIRROR(&s->answer);
 }
 
 static inline void cdc_release_gen(struct usmc_cdc_server *s, uint32_t gen)
 {
 	STORE_RELEASE(&s->released_gen, gen);
+	CDC_MIRROR(&s->released_gen);
 }
 
 /* Client (link group owner): the slot allocator's words (lgr.c). */
 static inline bool cdc_slot_move(struct usmc_cdc_client *c, uint32_t *from, uint32_t to)
 {
-	return atomic_compare_exchange_strong(&c->state, from, to);
+	bool moved = atomic_compare_exchange_strong(&c->state, from, to);
+
+	if (moved)
+		CDC_MIRROR(&c->state);
+	return moved;
+}
+
+/* Client: the connection a proposed slot is for, which the server checks
+ * (af_usmc.c); server: who answered (accept.c).  Before the proposal and
+ * the answer that publish them. */
+static inline void cdc_slot_ids(struct usmc_cdc_client *c, const struct usmc_addr *client,
+				const struct usmc_addr *server, uint32_t pid)
+{
+	c->client = *client;
+	c->server = *server;
+	c->pid = pid;
+	CDC_MIRROR(&c->client);
+	CDC_MIRROR(&c->server);
+	CDC_MIRROR(&c->pid);
+}
+
+static inline void cdc_server_pid(struct usmc_cdc_server *s, uint32_t pid)
+{
+	s->pid = pid;
+	CDC_MIRROR(&s->pid);
 }
 
 static inline void cdc_slot_gen(struct usmc_cdc_client *c, uint32_t gen)
 {
 	STORE_RELEASE(&c->gen, gen);
+	CDC_MIRROR(&c->gen);
 }
 
 /* -- ring arithmetic ------------------------------------------------------ */

@@ -59,3 +59,72 @@ const struct usmc_dev_ops *usmc_dev_pick(const uint8_t offered[4])
 				return devices[i];
 	return NULL;
 }
+
+#ifdef USMC_TEST_DEVICES
+#include "cdc.h"
+#include "lgr.h"
+
+#include <pthread.h>
+
+/*
+ * Control views published through their device (dev.h publish): cdc.h's
+ * CDC_MIRROR finds a stored word's link group by its address.  Entries are
+ * added and removed under the mutex and read without it: a view goes only
+ * once no connection of its link group stores into it.
+ */
+#define VIEWS_MAX	256
+
+struct view {
+	_Atomic(uintptr_t) start;	/* 0: free */
+	uintptr_t end;
+	struct usmc_lgr *lgr;
+};
+
+static struct view views[VIEWS_MAX];
+static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
+bool usmc_cdc_mirroring;
+
+int usmc_dev_view_register(struct usmc_lgr *lgr, void *view, size_t len)
+{
+	int i, rc = -ENOSPC;
+
+	pthread_mutex_lock(&views_lock);
+	for (i = 0; i < VIEWS_MAX; i++)
+		if (!LOAD_RELAXED(&views[i].start)) {
+			views[i].end = (uintptr_t)view + len;
+			views[i].lgr = lgr;
+			STORE_RELEASE(&views[i].start, (uintptr_t)view);
+			usmc_cdc_mirroring = true;
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&views_lock);
+	return rc;
+}
+
+void usmc_dev_view_unregister(struct usmc_lgr *lgr)
+{
+	int i;
+
+	pthread_mutex_lock(&views_lock);
+	for (i = 0; i < VIEWS_MAX; i++)
+		if (LOAD_RELAXED(&views[i].start) && views[i].lgr == lgr)
+			STORE_RELEASE(&views[i].start, 0);
+	pthread_mutex_unlock(&views_lock);
+}
+
+void usmc_cdc_mirror(const volatile void *word, size_t len)
+{
+	uintptr_t a = (uintptr_t)word, s;
+	int i;
+
+	for (i = 0; i < VIEWS_MAX; i++) {
+		s = LOAD_ACQUIRE(&views[i].start);
+		if (s && a >= s && a + len <= views[i].end) {
+			views[i].lgr->dev->publish(views[i].lgr, (uint32_t)(a - s), (uint32_t)len);
+			return;
+		}
+	}
+	/* Not a registered view: a mapped device's line. */
+}
+#endif

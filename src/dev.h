@@ -28,7 +28,8 @@
  * Loopback (one host, any network namespace) has all three.  dev_copy
  * (-DUSMC_TEST_DEVICES builds only, make copy) is loopback's memory used the
  * way a device without them must be: the suite runs over it so that the
- * sndbuf + move_data path and the moves to TCP are tested on every commit.
+ * sndbuf + move_data path, CDC lines published by message (publish) and
+ * the moves to TCP are tested on every commit.
  * ivshmem (between VMs) and RDMA (between hosts) slot in behind the same
  * table.
  */
@@ -88,6 +89,14 @@ struct usmc_dev_ops {
 	 * 0, or -errno: the connection is broken. */
 	int (*move_data)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			 uint32_t len);
+	/* Devices without USMC_DEV_F_MAPPED: the len bytes at offset off of
+	 * this side's control blocks (lgr->ctrl, our view), which a cdc.h
+	 * primitive just stored, reach the peer's view of them (SMC-R: the
+	 * CDC message).  Called right after each store, in program order,
+	 * from any thread: the peer's copy of a word only ever moves on to a
+	 * newer value of ours, never back.  The peer's lines in our view are
+	 * what its publishes made them. */
+	void (*publish)(struct usmc_lgr *lgr, uint32_t off, uint32_t len);
 	/* Wake every waiter watching bell; drain: empty it (signal does,
 	 * when it is full). */
 	void (*signal)(int bell);
@@ -115,5 +124,13 @@ static inline bool usmc_dev_can(const struct usmc_dev_ops *d, uint32_t caps)
 {
 	return (d->caps & caps) == caps;
 }
+
+#ifdef USMC_TEST_DEVICES
+/* A link group whose control blocks at view (len bytes, this side's) are
+ * published through its device (cdc.h CDC_MIRROR finds it by address);
+ * 0 or -ENOSPC.  Unregistered before the view goes. */
+int usmc_dev_view_register(struct usmc_lgr *lgr, void *view, size_t len);
+void usmc_dev_view_unregister(struct usmc_lgr *lgr);
+#endif
 
 #endif

@@ -15,10 +15,17 @@
  *    rings) are PROT_NONE: a core access to them faults at once instead
  *    of passing unnoticed.
  *
+ *  - each side has its own view of the control blocks: the client the
+ *    link group's, the server a second copy after the end of the file
+ *    (loopback's checks allow that tail).  A side stores into its own
+ *    lines in its view only (cdc.h primitives), and copy_publish carries
+ *    each stored word to the peer's view, the way a CDC message would:
+ *    a store the core made without a primitive never reaches the peer.
+ *
  * Everything else is loopback's: the link group file, its checks, the
- * FIFO doorbells, the OFD-lock liveness.  The CDC lines stay in the shared
- * control blocks; every store to them is a cdc.h primitive
- * (tests/test_static.py), where a device without mapping sends a message.
+ * FIFO doorbells, the OFD-lock liveness, and the per-side words of the
+ * link group header (epoll's sleepers and spared counts), which stay
+ * shared.
  */
 #ifdef USMC_TEST_DEVICES
 
@@ -28,13 +35,23 @@
 #include "lgr.h"
 #include "rundir.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 struct copy_priv {
-	uint8_t *base;			/* the device's own mapping of the file */
+	uint8_t *base;			/* the device's own mapping of the file, tail included */
+	size_t len;
+	uint8_t *peer_view;		/* the peer's view of the control blocks */
 	int guard;
 };
+
+/* The server's view of the control blocks, after the end of the file. */
+static size_t view_len(const struct usmc_lgr *l)
+{
+	return (size_t)l->nslots * sizeof(struct usmc_cdc_ctrl);
+}
 
 static bool copy_probe(void)
 {
@@ -48,25 +65,39 @@ static int copy_setup(struct usmc_lgr *l)
 	int dir = usmc_lgr_side(l);
 	uint32_t k;
 
+	uint8_t *a, *b;
+	int rc;
+
 	if (!p)
 		return -ENOMEM;
-	p->base = usmc_map_shared(l->mem_fd, l->size);
+	p->len = l->size + view_len(l);
+	p->base = usmc_map_shared(l->mem_fd, p->len);
 	if (!p->base) {
 		free(p);
 		return -ENOMEM;
 	}
-	p->guard = usmc_guard_add(p->base, l->size);
+	p->guard = usmc_guard_add(p->base, p->len);
 	for (k = 0; k < l->nslots; k++)
 		if (mprotect(usmc_lgr_ring(l, k, dir), l->ring_size, PROT_NONE)) {
-			int rc = -errno;
-
-			usmc_guard_del(p->guard);
-			munmap(p->base, l->size);
-			free(p);
-			return rc;
+			rc = -errno;
+			goto err;
 		}
+	/* The client's view is the link group's; the server's, the tail. */
+	a = p->base + ((uint8_t *)l->ctrl - l->base);
+	b = p->base + l->size;
+	if (!l->owner)
+		l->ctrl = (struct usmc_cdc_ctrl *)b;
+	p->peer_view = l->owner ? b : a;
 	l->dev_priv = p;
-	return 0;
+	rc = usmc_dev_view_register(l, l->ctrl, view_len(l));
+	if (!rc)
+		return 0;
+	l->dev_priv = NULL;
+err:
+	usmc_guard_del(p->guard);
+	munmap(p->base, p->len);
+	free(p);
+	return rc;
 }
 
 static void copy_lgr_release(struct usmc_lgr *l)
@@ -74,8 +105,9 @@ static void copy_lgr_release(struct usmc_lgr *l)
 	struct copy_priv *p = l->dev_priv;
 
 	if (p) {
+		usmc_dev_view_unregister(l);
 		usmc_guard_del(p->guard);
-		munmap(p->base, l->size);
+		munmap(p->base, p->len);
 		free(p);
 		l->dev_priv = NULL;
 	}
@@ -86,14 +118,21 @@ static int copy_lgr_create(struct usmc_lgr *l)
 {
 	int rc = usmc_lo_lgr_create(l);
 
-	if (!rc && (rc = copy_setup(l)))
+	if (rc)
+		return rc;
+	/* The server's view: zeroes, backed now (a tmpfs full later must not
+	 * fault a control store).  Before any proposal names the group. */
+	if (ftruncate(l->mem_fd, (off_t)(l->size + view_len(l))) ||
+	    fallocate(l->mem_fd, 0, (off_t)l->size, (off_t)view_len(l)))
+		rc = -errno;
+	if (rc || (rc = copy_setup(l)))
 		usmc_lo_lgr_release(l);
 	return rc;
 }
 
 static int copy_lgr_attach(struct usmc_lgr *l)
 {
-	int rc = usmc_lo_lgr_attach(l);
+	int rc = usmc_lo_lgr_attach_tail(l, sizeof(struct usmc_cdc_ctrl));
 
 	if (!rc && (rc = copy_setup(l)))
 		usmc_lo_lgr_release(l);
@@ -112,6 +151,30 @@ static int copy_move_data(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t o
 	return usmc_guard_poisoned(p->guard) ? -EIO : 0;
 }
 
+/* A word the core stored into its view goes to the peer's, only ever
+ * forward: the peer's copy is loaded before ours, so a CAS that lands
+ * replaces it with a value of ours at least as new (another thread's
+ * newer copy in between fails it, and we look again). */
+static void copy_publish(struct usmc_lgr *l, uint32_t off, uint32_t len)
+{
+	struct copy_priv *p = l->dev_priv;
+	uint32_t w, end = (off + len + 7) & ~7u;
+
+	if (!p)
+		return;
+	for (w = off & ~7u; w < end; w += 8) {
+		_Atomic uint64_t *mine = (_Atomic uint64_t *)((uint8_t *)l->ctrl + w);
+		_Atomic uint64_t *theirs = (_Atomic uint64_t *)(p->peer_view + w);
+		uint64_t t = atomic_load(theirs), v;
+
+		for (;;) {
+			v = atomic_load(mine);
+			if (v == t || atomic_compare_exchange_strong(theirs, &t, v))
+				break;
+		}
+	}
+}
+
 const struct usmc_dev_ops usmc_dev_copy = {
 	.name = "copy",
 	.id = USMC_DEV_COPY,
@@ -127,6 +190,7 @@ const struct usmc_dev_ops usmc_dev_copy = {
 	.dmb_reserve = usmc_lo_dmb_reserve,
 	.dmb_release = usmc_lo_dmb_release,
 	.move_data = copy_move_data,
+	.publish = copy_publish,
 	.signal = usmc_lo_signal,
 	.drain = usmc_lo_drain,
 };

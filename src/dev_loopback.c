@@ -145,6 +145,13 @@ err_dir:
 
 int usmc_lo_lgr_attach(struct usmc_lgr *l)
 {
+	return usmc_lo_lgr_attach_tail(l, 0);
+}
+
+/* A device built on this memory may keep per_slot bytes for each slot
+ * after the end of the file (dev_copy.c); the size check allows them. */
+int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot)
+{
 	struct usmc_lgr_hdr h, expect = { 0 };
 	char path[96];
 	struct stat st;
@@ -174,7 +181,7 @@ int usmc_lo_lgr_attach(struct usmc_lgr *l)
 	}
 	lgr_geometry(&expect, h.nslots, h.ring_size, h.dmb_shift);
 	if (h.ctrl_off != expect.ctrl_off || h.dmb_off != expect.dmb_off ||
-	    h.size != expect.size || (uint64_t)st.st_size != h.size) {
+	    h.size != expect.size || (uint64_t)st.st_size != h.size + h.nslots * per_slot) {
 		rc = -EBADMSG;
 		goto err;
 	}

@@ -13,6 +13,7 @@
 bool usmc_lo_probe(void);
 int usmc_lo_lgr_create(struct usmc_lgr *l);
 int usmc_lo_lgr_attach(struct usmc_lgr *l);
+int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot);
 void usmc_lo_lgr_unpublish(struct usmc_lgr *l);
 void usmc_lo_lgr_release(struct usmc_lgr *l);
 bool usmc_lo_lgr_peer_alive(struct usmc_lgr *l);

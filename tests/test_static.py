@@ -110,6 +110,19 @@ def test_cdc_stores_only_in_cdc():
         if found:
             where[f.name] = found
     assert where == {}, where
+    # Each of them hands what it stored to a device without mapping
+    # (CDC_MIRROR: dev.h publish, dev_copy.c), and so do cdc.c's stores.
+    cdc_h = (REPO / "src" / "cdc.h").read_text()
+    bodies = re.findall(r"^static inline \w+ \*?(cdc_\w+)\([^)]*\)\n\{\n(.*?)^\}", cdc_h,
+                        re.M | re.S)
+    storing = {n: b for n, b in bodies
+               if re.search(r"STORE_|atomic_(?:fetch|compare|exchange)|^\t\w+->\w+ = ", b, re.M)}
+    assert len(storing) >= 15, sorted(storing)
+    assert [n for n, b in storing.items() if "CDC_MIRROR" not in b] == [], storing
+    cdc_c = (REPO / "src" / "cdc.c").read_text()
+    through = re.findall(r"(?:STORE_\w+|atomic_(?:store|compare_exchange)\w*)\((\w+),", cdc_c)
+    assert sorted(through) == ["ns", "word"], through      # rung_publish
+    assert all("CDC_MIRROR(%s)" % w in cdc_c for w in through), through
     # The check sees the stores the code used to make directly.
     for store in ("STORE_RELEASE(&sk->tx_p->prod, prod);",
                   "atomic_fetch_or_explicit(&sk->rx_c->flags, CDC_F_CLOSED, memory_order_release);",

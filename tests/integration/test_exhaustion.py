@@ -391,7 +391,8 @@ def test_tmpfs_server_ring_does_not_fit(tmpfs, procs, rscripts):
     server has not let go of it yet, finds no room for a second slot's page
     and falls back before proposing (out_of_memory, and peer_not_usmc at
     the server, which saw no proposal)."""
-    rd = tmpfs.mount(4 + 36 + 4 + 4)
+    # (dev_copy: the server's view of the control blocks, 32 KiB, follows.)
+    rd = tmpfs.mount(4 + 36 + 4 + 4 + (32 if h.UNSHARED else 0))
     env = rd.env(debug=True)
     srv, cl = exchange(rd, procs, rscripts, env, env, n=2, par=1)
     st = rd.settle(ends(2))

@@ -134,7 +134,9 @@ def test_ten_thousand_connections(rundir, procs, tmp_path):
     report += "; runtime directory %.1f MB of tmpfs; total %.1f MB" % (shm / 1024, total / 1024)
     print("\n%d connections: %s" % (N, report))
     h.assert_accelerated(st, clients=N, diag=report)
-    assert total <= 200 << 10, report
+    # Issue 16's budget is loopback's: dev_copy (USMC_T_UNSHARED) keeps a
+    # second view of every control block and a private sndbuf per ring.
+    assert total <= (200 << 10) * (1.1 if h.UNSHARED else 1), report
     lgs = -(-N // SLOTS)
     for name, ((n, bells, groups), _) in measured.items():
         assert groups == lgs and bells == 2 * groups, "%s: %s" % (name, report)

@@ -162,6 +162,7 @@ static void hostile_map(struct hostile *h)
 	uint32_t slot;
 	struct stat st;
 	uint8_t *ctl_base;
+	size_t tail;
 
 	/* Our own entry; a server that decided after accept() lists no
 	 * link group (af_usmc.c), then the victim's entry says it. */
@@ -178,10 +179,14 @@ static void hostile_map(struct hostile *h)
 	if (h->base == MAP_FAILED)
 		t_fail("hostile: mmap %s: %s", path, strerror(errno));
 	hdr = (const struct usmc_lgr_hdr *)h->base;
-	if (hdr->magic != USMC_LGR_MAGIC || slot >= hdr->nslots || hdr->size != h->len)
+	/* dev_copy (build/copy): the server's view of the control blocks
+	 * follows the file's link group, and its lines there are the ones a
+	 * server victim reads (src/dev_copy.c). */
+	tail = t_unshared() ? (size_t)hdr->nslots * sizeof(struct usmc_cdc_ctrl) : 0;
+	if (hdr->magic != USMC_LGR_MAGIC || slot >= hdr->nslots || hdr->size + tail != h->len)
 		t_fail("hostile: %s is not a link group with slot %u", path, slot);
 	h->size = hdr->ring_size;
-	ctl_base = h->base + hdr->ctrl_off;
+	ctl_base = h->base + (tail && !h->server ? hdr->size : hdr->ctrl_off);
 	h->c = (struct usmc_cdc_ctrl *)(ctl_base + (size_t)slot * sizeof(struct usmc_cdc_ctrl));
 	if (h->server) {	/* the victim is the client */
 		h->v_tx_p = &h->c->c2s_p;
