@@ -139,7 +139,8 @@ struct usmc_sock {
 	struct usmc_clc_ln *ln;		/* listener index (client: proposal; server: TCP mark) */
 	struct usmc_lgr *lgr;
 	uint32_t slot, gen, size;
-	uint32_t idle_hw;		/* tx_hw at the last sleep (tx_backing.c) */
+	_Atomic uint32_t idle_hw;	/* tx_hw at the last sleep (tx_backing.c; a reader's
+					 * and a writer's thread may both sleep: relaxed) */
 	struct usmc_cdc_ctrl *ctrl;
 	struct usmc_cdc_prod *tx_p, *rx_p;	/* ours / the peer's */
 	struct usmc_cdc_cons *tx_c, *rx_c;	/* the peer's / ours */

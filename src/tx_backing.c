@@ -100,8 +100,8 @@ void usmc_tx_idle(struct usmc_sock *sk)
 	sigset_t mask, old;
 	unsigned int i;
 
-	if (hw != sk->idle_hw) {
-		sk->idle_hw = hw;	/* grew since the last sleep: not yet */
+	if (hw != LOAD_RELAXED(&sk->idle_hw)) {
+		STORE_RELAXED(&sk->idle_hw, hw);	/* grew since the last sleep: not yet */
 		return;
 	}
 	if (!sk->lgr || sk_mode(sk) != USMC_MODE_SMCD || !sk->lgr->dev->dmb_release ||
@@ -120,7 +120,7 @@ void usmc_tx_idle(struct usmc_sock *sk)
 				       hw - keep)) {
 		STORE_RELAXED(&sk->sh->tx_hw, keep);
 		STORE_RELAXED(&sk->sh->tx_stuck, 0);
-		sk->idle_hw = keep;
+		STORE_RELAXED(&sk->idle_hw, keep);
 		STAT_ADD(ring_given_back, hw - keep);
 	}
 	usmc_family_unlock(l);
