@@ -479,6 +479,26 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 	return fcntl_common(fd, cmd, arg);
 }
 
+/*
+ * FIONREAD over TCP while the client's CLC wake byte is owed (a server
+ * that declined, or has not decided): the byte is not the application's,
+ * and a program that reads because FIONREAD said 1 would wait for ever
+ * (postfix's smtpd, checking for a client that talks first).  It comes
+ * first on TCP when it is there at all.
+ */
+static int fionread_tcp(struct usmc_sock *sk, int fd, int *arg)
+{
+	int n;
+
+	usmc_tcp_skip_wake(sk, fd, true);
+	if (real.ioctl(fd, FIONREAD, &n))
+		return -1;
+	if (n > 0 && sk_flag(sk, SKF_WAKEBYTE))
+		n--;
+	*arg = n;
+	return 0;
+}
+
 EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	struct usmc_sock *sk;
@@ -501,7 +521,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	} else if (req == FIOASYNC && arg) {
 		/* Before the kernel's: no SIGIO for the bytes moved to TCP. */
 		async_set(sk, fd, *(int *)arg);
-	} else if (sk_is_smc_path(sk) && arg &&
+	} else if (sk->kind == SK_CONN && arg &&
 		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		usmc_sock_refresh(sk, fd);
 		/* Undecided (a server before its first act): no rings yet, and
@@ -510,6 +530,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		    sk_mode(sk) != USMC_MODE_UNDECIDED) {
 			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
 			rc = 0;
+		} else if (req == FIONREAD && sk_flag(sk, SKF_WAKEBYTE)) {
+			rc = fionread_tcp(sk, fd, arg);
 		}
 	} else if (req == SIOCATMARK && arg && sk->kind == SK_CONN) {
 		/* Urgent data only comes on TCP (tx.c), behind what is left

@@ -476,6 +476,18 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 	return r;
 }
 
+/*
+ * Writable as TCP says it (sk_stream_is_writeable): free room at least half
+ * of what is queued, i.e. a third of the buffer free.  A program that
+ * selects for writing and then writes a large block counts on it: with
+ * "one byte free" it blocked in the write with the peer's ring full too,
+ * where over TCP it would have read first (socat -b 65536 shut-down).
+ */
+static inline bool tx_writable(uint64_t used, uint64_t cap)
+{
+	return used < cap && cap - used >= used / 2;
+}
+
 unsigned int usmc_sock_poll(struct usmc_sock *sk)
 {
 	uint32_t mode = sk_mode(sk), f, pf, cf;
@@ -505,8 +517,8 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 		ev |= POLLIN | POLLRDNORM;
 	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP;
-	if (!usmc_tx_view(sk, &head, &prod) || prod - head < usmc_tx_cap(sk) || cf & CDC_F_CLOSED ||
-	    f & SKF_SHUT_WR)
+	if (!usmc_tx_view(sk, &head, &prod) || tx_writable(prod - head, usmc_tx_cap(sk)) ||
+	    cf & CDC_F_CLOSED || f & SKF_SHUT_WR)
 		ev |= POLLOUT | POLLWRNORM;
 	if (f & SKF_TCP_EOF) {
 		/* Peer gone: readable (EOF), writable (the next write fails).

@@ -531,6 +531,56 @@ static void dontwait_full_s(struct ctx *c)
 	say(c, "all arrived=%d", drain_pat(c->fd, 10, 65536) == total);
 }
 
+/*
+ * POLLOUT as TCP reports it: not after the reader took a little of a full
+ * buffer (TCP wants a third free), and again once it took everything.
+ * socat -b 65536 selected writable, wrote 64 KiB and blocked there with
+ * both directions full under usmc (it reported one free byte).
+ */
+static void pollout_c(struct ctx *c)
+{
+	static char buf[65536];
+	char b[64];
+	struct pollfd p = { .fd = c->fd, .events = POLLOUT };
+	int n;
+
+	while (send(c->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+	say(c, "full: send -1 %s, poll=%d", t_errname(errno), poll(&p, 1, 0));
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);		/* the reader took 4 KiB */
+	settle();
+	p.revents = 0;
+	say(c, "after 4 KiB read: poll=%d", poll(&p, 1, 0));
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);		/* the reader took everything */
+	p.revents = 0;
+	n = poll(&p, 1, 2000);
+	say(c, "after all read: poll=%d revents=%s", n, revents_str(p.revents, b, sizeof(b)));
+	t_sync_post(c->sync);
+}
+
+static void pollout_s(struct ctx *c)
+{
+	static char buf[65536];
+	int i;
+
+	t_sync_wait(c->sync);
+	t_read_all(c->fd, buf, 4096);
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	/* Everything, until a few quiet looks in a row. */
+	for (i = 0; i < 5; i++) {
+		if (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			i = -1;
+		else
+			settle();
+	}
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	say(c, "drained");
+}
+
 /* The peer shut down with a little data queued: readable, RDHUP at once. */
 static void rdhup_data_c(struct ctx *c)
 {

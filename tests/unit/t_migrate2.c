@@ -25,6 +25,12 @@
  *                      socket again: its bytes must reach the server (they
  *                      sat in the ring until the client's next wait on the
  *                      socket, and the server waited on TCP for ever).
+ *   fionread_declined  a server that declines (USMC_FAULT=memfd) a client
+ *                      whose proposal came late (USMC_FAULT=late: it sends
+ *                      the CLC wake byte) asks FIONREAD before it greets,
+ *                      as postfix's smtpd does: 0, as over TCP (it said 1,
+ *                      the wake byte, and smtpd's read then waited for
+ *                      ever while the client waited for the greeting).
  *   mover_killed       a forked process of ours starts the move to TCP
  *                      (MSG_OOB) with our ring full and the peer not
  *                      reading, so the move blocks on TCP; it is killed
@@ -34,6 +40,8 @@
  *                      the stream and then ECONNRESET, never a clean EOF.
  */
 #include "t_util.h"
+
+#include <sys/ioctl.h>
 
 #define ROUNDS_DEFAULT	200
 
@@ -384,11 +392,62 @@ static void check_mover_killed(void)
 	t_tcp_conns = -1;	/* reset mid-move: counted as internal_error */
 }
 
+/* Role "greeter" (argv: port): asks FIONREAD, then greets; exit 3 when
+ * FIONREAD counted a byte the client never sent. */
+static int greeter(uint16_t port)
+{
+	struct sockaddr_in a = t_addr(port);
+	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, s, q = -1;
+
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 8));
+	s = t_accept(lfd);
+	t_msleep(300);		/* the late proposal, declined, and its wake byte */
+	t_ok(ioctl(s, FIONREAD, &q));
+	t_write_all(s, "220 hi\r\n", 8);
+	t_recv_exact(s, "QUIT", 4);
+	close(s);
+	close(lfd);
+	return q == 0 ? 0 : 3;
+}
+
+/* Role "greeted" (argv: port): reads the greeting, says QUIT. */
+static int greeted(uint16_t port)
+{
+	int c;
+
+	alarm(10);
+	c = connect_decliner(port);
+	t_recv_exact(c, "220 hi\r\n", 8);
+	t_write_all(c, "QUIT", 4);
+	close(c);
+	return 0;
+}
+
+static void check_fionread_declined(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port);
+	pid_t srv, cl;
+
+	close(lfd);		/* the greeter listens on it */
+	setenv("USMC_FAULT", "memfd", 1);
+	srv = t_start_role("greeter", port, 0, false);
+	setenv("USMC_FAULT", "late", 1);
+	cl = t_start_role("greeted", port, 0, false);
+	unsetenv("USMC_FAULT");
+	t_wait_child(cl, "client (it reads the greeting)");
+	t_wait_child(srv, "greeter (FIONREAD 0 before the client spoke)");
+	t_tcp_conns = -1;	/* declined: how each end counts is test_exhaustion's */
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
 	{ "shut_while_moving", check_shut_while_moving },
 	{ "send_after_decline", check_send_after_decline },
+	{ "fionread_declined", check_fionread_declined },
 	{ "mover_killed", check_mover_killed },
 };
 
@@ -397,6 +456,10 @@ int main(int argc, char **argv)
 	t_name = "t_migrate2";
 	if (argc == 4 && !strcmp(argv[1], "decliner"))
 		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), false);
+	if (argc == 4 && !strcmp(argv[1], "greeter"))
+		return greeter((uint16_t)atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "greeted"))
+		return greeted((uint16_t)atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "decliner_quick"))
 		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), true);
 	rounds = (int)t_env_long("T_ROUNDS", ROUNDS_DEFAULT);

@@ -247,6 +247,7 @@ static const struct scenario scenarios[] = {
 	{ "shut_rd", shut_rd_s, shut_rd_c, 0, 2 },
 	{ "shut_rdwr", shut_rdwr_s, shut_rdwr_c, 0, 2 },
 	{ "writev_many", writev_many_s, writev_many_c, 0, 2 },
+	{ "pollout", pollout_s, pollout_c, 0, 2 },
 };
 
 /* ---- harness -------------------------------------------------------------- */
