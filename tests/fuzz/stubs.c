@@ -66,14 +66,3 @@ void usmc_real_init(void)
 	STORE_RELEASE(&usmc_real_ready, 1);
 }
 
-/* The fuzz targets never wait: no signal can interrupt anything. */
-bool usmc_sig_should_eintr(int timeout_ms)
-{
-	return timeout_ms >= 0;
-}
-
-/* exec.c's vfork(): the targets never fork. */
-pid_t usmc_fork(void)
-{
-	return fork();
-}
