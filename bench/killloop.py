@@ -476,7 +476,8 @@ class Loop:
         # killed inside connect() whose connection was accepted late) read
         # this iteration's plan: tell it by the client's port.
         lport = [int(w[2]) for w in words(cl.lines, "LPORT", i)]
-        stale = [e for e in sends if "peer" in e and lport and e["peer"] not in lport]
+        stale = [e for e in sends if e.get("peer") is not None and lport and
+                 e["peer"] not in lport]
         if stale:
             res["stale"] = res.get("stale", 0) + len(stale)
             sends = [e for e in sends if e not in stale]

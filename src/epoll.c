@@ -44,6 +44,7 @@ _Atomic uint64_t ep_mode_gen;
 /* epoll descriptor -> instance; small two-level table under ep_lock */
 #define EPT_SHIFT 10
 static struct usmc_ep **ept_root[2048];
+_Atomic uint32_t ep_live;	/* instances of ours (usmc_epoll_mark_nested) */
 
 static struct usmc_ep **ept_slot(int fd, bool create)
 {
@@ -384,6 +385,7 @@ static struct usmc_ep *ep_create(int epfd)
 		free(e);
 		return NULL;
 	}
+	atomic_fetch_add(&ep_live, 1);
 	ep->refs = 1;
 	ep->ready_tail = &ep->ready;
 	ep->again_tail = &ep->again;
@@ -437,6 +439,7 @@ static void reg_unlink(struct usmc_epreg *r)
 /* Caller holds ep_lock; no thread is inside usmc_epoll_wait() on ep. */
 void ep_free(struct usmc_ep *ep)
 {
+	atomic_fetch_sub(&ep_live, 1);
 	while (ep->regs)
 		reg_unlink(ep->regs);
 	ep_alias_free_all(ep);
@@ -607,18 +610,8 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	}
 	ep = ep_lookup(epfd);
 	inner = ep_lookup(fd);
-	if (inner && op == EPOLL_CTL_ADD && !inner->nested) {
-		struct usmc_epreg *q;
-
-		/* Watched from outside: the kernel must see its readiness, so
-		 * its doorbells stay armed whenever control leaves it. */
-		inner->nested = true;
-		ep_sleep_order(inner);
-		for (q = inner->regs; q; q = q->ep_next)
-			q->sk->in_nested = true;
-		ep_arm_all(inner);
-		ep_selfev_update(inner, fd);
-	}
+	if (inner && op == EPOLL_CTL_ADD && !inner->nested)
+		ep_nest(inner, fd);
 	if (!sk || (sk->kind != SK_TCP && sk->kind != SK_CONN)) {
 		if (ep && op == EPOLL_CTL_ADD) {
 			ep->nforeign++;
@@ -760,6 +753,10 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	default:
 		rc = USMC_PASS;
 	}
+	/* Watched from outside: a record added with bytes already in its
+	 * ring rings nobody; its readiness must show on the descriptor now. */
+	if (ep && ep->nested && !rc)
+		ep_selfev_update(ep, epfd);
 out:
 	pthread_mutex_unlock(&ep_lock);
 	if (sk)

@@ -193,5 +193,8 @@ void ep_sleep_order(struct usmc_ep *ep);
 void ep_spared_scan(struct usmc_ep *ep);
 void ep_sleep_check(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
+/* Watched from outside from now on (epoll_wait.c); caller holds ep_lock. */
+void ep_nest(struct usmc_ep *ep, int epfd);
+extern _Atomic uint32_t ep_live;	/* epoll instances of ours (epoll.c) */
 
 #endif

@@ -426,18 +426,38 @@ void ep_fresh_wake(struct usmc_epreg *r)
 		ep_wake(r->ep);
 }
 
+/* Watched from outside (an outer epoll, poll, select): the kernel must see
+ * its readiness, so its doorbells stay armed whenever control leaves it and
+ * its eventfd is readable while a record is due.  Caller holds ep_lock. */
+void ep_nest(struct usmc_ep *ep, int epfd)
+{
+	struct usmc_epreg *q;
+
+	ep->nested = true;
+	ep_sleep_order(ep);
+	for (q = ep->regs; q; q = q->ep_next)
+		q->sk->in_nested = true;
+	ep_arm_all(ep);
+	ep_selfev_update(ep, epfd);
+}
+
+/*
+ * poll/select on an epoll descriptor (EventMachine waits so: ppoll on its
+ * epoll descriptor and a pipe, then epoll_wait(0)): the descriptor turned
+ * readable only for kernel events, never for shared-memory data, and the
+ * program never called epoll_wait (thin hung).  Not an epoll of ours: one
+ * atomic load.
+ */
 void usmc_epoll_mark_nested(int epfd)
 {
 	struct usmc_ep *ep;
 
+	if (!LOAD_RELAXED(&ep_live))
+		return;
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_lookup(epfd);
-	if (ep && !ep->nested) {
-		ep->nested = true;
-		ep_sleep_order(ep);
-		ep_arm_all(ep);
-		ep_selfev_update(ep, epfd);
-	}
+	if (ep && !ep->nested)
+		ep_nest(ep, epfd);
 	pthread_mutex_unlock(&ep_lock);
 }
 

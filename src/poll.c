@@ -11,6 +11,7 @@
  * doorbells (waitset.c).  Readiness of a connection is always recomputed
  * from the rings, never taken from the doorbell.
  */
+#include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
 #include "migrate.h"
@@ -154,8 +155,12 @@ restart:
 	for (j = 0; j < n; j++) {
 		struct usmc_sock *sk = fds[j].fd >= 0 ? usmc_fd_get(fds[j].fd) : NULL;
 
-		if (!sk)
+		if (!sk) {
+			/* An epoll descriptor of ours: readable when a record is. */
+			if (fds[j].fd >= 0 && restarts == 0)
+				usmc_epoll_mark_nested(fds[j].fd);
 			continue;
+		}
 		usmc_sock_refresh(sk, fds[j].fd);
 		if (sk_mode(sk) == USMC_MODE_UNDECIDED) {
 			usmc_server_resolve(sk, fds[j].fd, false);
@@ -396,8 +401,10 @@ static bool sets_translated(int nfds, fd_set *r, fd_set *w, fd_set *e)
 		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))))
 			continue;
 		sk = usmc_fd_get(fd);
-		if (!sk)
+		if (!sk) {
+			usmc_epoll_mark_nested(fd);	/* as in usmc_poll */
 			continue;
+		}
 		t = usmc_poll_translated(sk);
 		usmc_sock_put(sk);
 		if (t)

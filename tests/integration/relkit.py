@@ -484,7 +484,10 @@ def client(host, port, plan):
     finish(s, exchange(s, plan, "client", killer), killer)
 
 def serve(c, plan, group):
-    peer = c.getpeername()[1]
+    try:
+        peer = c.getpeername()[1]
+    except OSError:         # reset before we looked (ENOTCONN, as TCP after an RST)
+        peer = None
     t_acc = plan.get("t_accept")
     victim = plan["victim"] in ("server", "worker")
     killer = Killer(plan, group) if victim else Nokill()

@@ -29,6 +29,12 @@
  *                  (level-triggered) come round again in the same order,
  *                  behind what turned ready before (the kernel's ready list
  *                  is first come, first served)
+ *   poll_epfd      poll() and select() on the epoll descriptor itself, as
+ *                  Ruby's EventMachine (thin) waits: readable for bytes in
+ *                  a connection's ring, whether they came before or after
+ *                  its EPOLL_CTL_ADD, and the ADD came after the first
+ *                  poll (thin never answered: the descriptor turned
+ *                  readable only for kernel events)
  */
 #include "t_util.h"
 
@@ -392,11 +398,58 @@ static void check_peer_moved(void)
 	t_tcp_conns = 2;	/* async_io there, peer_moved_to_tcp here */
 }
 
+static bool epfd_readable(int epfd, bool use_select)
+{
+	struct pollfd p = { .fd = epfd, .events = POLLIN };
+	struct timeval tv = { 0, NOEV_MS * 1000 };
+	fd_set r;
+
+	if (!use_select)
+		return t_ok(poll(&p, 1, NOEV_MS)) == 1 && (p.revents & POLLIN);
+	FD_ZERO(&r);
+	FD_SET(epfd, &r);
+	return t_ok(select(epfd + 1, &r, NULL, NULL, &tv)) == 1 && FD_ISSET(epfd, &r);
+}
+
+static void check_poll_epfd(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	int epfd = t_ok(epoll_create1(EPOLL_CLOEXEC)), c, s, c2, s2;
+	char b[8];
+
+	t_assert(!epfd_readable(epfd, false), "empty epoll readable");
+	/* Bytes first, then the ADD (the poll above came before both). */
+	t_pair_smc(&c, &s);
+	t_write_all(c, "abc", 3);
+	ev.data.fd = s;
+	t_ok(epoll_ctl(epfd, EPOLL_CTL_ADD, s, &ev));
+	t_assert(epfd_readable(epfd, false), "poll: bytes before the ADD");
+	t_assert(epfd_readable(epfd, true), "select: bytes before the ADD");
+	t_assert(epoll_wait(epfd, &out, 1, 0) == 1 && out.data.fd == s);
+	t_read_all(s, b, 3);
+	t_assert(!epfd_readable(epfd, false), "readable after the bytes were read");
+	/* The ADD first, then the bytes. */
+	t_pair_smc(&c2, &s2);
+	ev.data.fd = s2;
+	t_ok(epoll_ctl(epfd, EPOLL_CTL_ADD, s2, &ev));
+	t_assert(!epfd_readable(epfd, true), "select: readable before any byte");
+	t_write_all(c2, "xy", 2);
+	t_assert(epfd_readable(epfd, false), "poll: bytes after the ADD");
+	t_assert(epoll_wait(epfd, &out, 1, 0) == 1 && out.data.fd == s2);
+	t_read_all(s2, b, 2);
+	close(c);
+	close(s);
+	close(c2);
+	close(s2);
+	close(epfd);
+}
+
 static const struct t_check checks[] = {
 	{ "connect_edge", check_connect_edge },
 	{ "full_edge", check_full_edge },
 	{ "order", check_order },
 	{ "peer_moved", check_peer_moved },
+	{ "poll_epfd", check_poll_epfd },
 	{ "undecided", check_undecided },
 	{ "undecided_et", check_undecided_et },
 };
