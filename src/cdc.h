@@ -125,11 +125,11 @@ struct usmc_cdc_ctrl {
  * way today; elsewhere the macro is empty and the stores are all there is.
  */
 #ifdef USMC_TEST_DEVICES
-extern bool usmc_cdc_mirroring;		/* a link group without mapping exists here */
+extern _Atomic bool usmc_cdc_mirroring;		/* a link group without mapping exists here */
 void usmc_cdc_mirror(const volatile void *word, size_t len);
 #define CDC_MIRROR(w)							\
 	do {								\
-		if (unlikely(usmc_cdc_mirroring))			\
+		if (unlikely(LOAD_RELAXED(&usmc_cdc_mirroring)))	\
 			usmc_cdc_mirror((w), sizeof(*(w)));		\
 	} while (0)
 #else

@@ -82,7 +82,7 @@ struct view {
 
 static struct view views[VIEWS_MAX];
 static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
-bool usmc_cdc_mirroring;
+_Atomic bool usmc_cdc_mirroring;
 
 int usmc_dev_view_register(struct usmc_lgr *lgr, void *view, size_t len)
 {
@@ -94,7 +94,7 @@ int usmc_dev_view_register(struct usmc_lgr *lgr, void *view, size_t len)
 			views[i].end = (uintptr_t)view + len;
 			views[i].lgr = lgr;
 			STORE_RELEASE(&views[i].start, (uintptr_t)view);
-			usmc_cdc_mirroring = true;
+			STORE_RELAXED(&usmc_cdc_mirroring, true);
 			rc = 0;
 			break;
 		}

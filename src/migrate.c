@@ -418,7 +418,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 {
 	uint32_t m = sk_mode(sk);
 	uint64_t end, from;
-	bool peer_left;
+	bool peer_left, held;
 
 	if (m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED)
 		return m == USMC_MODE_TCP ? 0 : -EINVAL;
@@ -446,20 +446,13 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	/* One move per connection: another thread of ours that follows the
 	 * peer, or leaves too, may be at it already (a fork moving every
 	 * connection while a thread reads one).  Its move is ours. */
-	if (usmc_family_trylock(&sk->sh->move_lock)) {
+	held = !usmc_family_trylock(&sk->sh->move_lock);
+	if (!held || atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
+		if (held)
+			usmc_family_unlock(&sk->sh->move_lock);
 		usmc_family_unlock(&sk->sh->rx_lock);
 		usmc_family_unlock(&sk->sh->tx_lock);
 		wait_moved(sk, fd);
-		return 0;
-	}
-	if (atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
-		bool orphaned = move_orphaned(sk);
-
-		usmc_family_unlock(&sk->sh->move_lock);
-		usmc_family_unlock(&sk->sh->rx_lock);
-		usmc_family_unlock(&sk->sh->tx_lock);
-		if (orphaned)
-			move_take_over(sk, fd);
 		return 0;
 	}
 	/* After our last prod and our last cons: release pairs with the

@@ -157,7 +157,7 @@ restart:
 
 		if (!sk) {
 			/* An epoll descriptor of ours: readable when a record is. */
-			if (fds[j].fd >= 0 && restarts == 0)
+			if (fds[j].fd >= 0)
 				usmc_epoll_mark_nested(fds[j].fd);
 			continue;
 		}

@@ -195,18 +195,27 @@ static void check_one_leaves(void)
  * connection (USMC_FAULT=memfd: it declines every proposal) and whose
  * socket takes little at once; it accepts one client, lets it run ahead,
  * then must read exactly that many pattern bytes, then EOF. */
+/* A role's listener on the port the test picked (rcvbuf: SO_RCVBUF, or 0). */
+static int listen_on(uint16_t port, int rcvbuf)
+{
+	struct sockaddr_in a = t_addr(port);
+	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1;
+
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
+	if (rcvbuf)
+		t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)));
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 4));
+	return lfd;
+}
+
 static int decliner(uint16_t port, size_t want, bool quick)
 {
 	static char buf[65536];
-	struct sockaddr_in a = t_addr(port);
-	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, small = 65536, s;
+	int lfd = listen_on(port, 65536), s;
 	size_t got = 0;
 	ssize_t n;
 
-	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
-	t_ok(setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)));
-	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
-	t_ok(listen(lfd, 4));
 	if (!quick)
 		t_msleep(200);	/* the client's bytes go into its ring */
 	s = t_accept(lfd);	/* declined */
@@ -396,12 +405,8 @@ static void check_mover_killed(void)
  * FIONREAD counted a byte the client never sent. */
 static int greeter(uint16_t port)
 {
-	struct sockaddr_in a = t_addr(port);
-	int lfd = t_ok(socket(AF_INET, SOCK_STREAM, 0)), on = 1, s, q = -1;
+	int lfd = listen_on(port, 0), s, q = -1;
 
-	t_ok(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)));
-	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
-	t_ok(listen(lfd, 8));
 	s = t_accept(lfd);
 	t_msleep(300);		/* the late proposal, declined, and its wake byte */
 	t_ok(ioctl(s, FIONREAD, &q));
