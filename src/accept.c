@@ -59,13 +59,13 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	rc = usmc_lgr_attach(p->lgr_id, p->devs[0], &l);
 	if (rc) {
 		/* A user the policy does not allow is a decision, not an error. */
-		if (rc != -EPERM && rc != -EACCES)
+		if (rc != -EPERM && rc != -EACCES && rc != -E2BIG)
 			STAT_INC(handshake_errors);
 		usmc_dbg(1, "accept fd %d: cannot attach link group %016llx: %s", fd,
 			 (unsigned long long)p->lgr_id, strerror(-rc));
 		return rc == -EPERM || rc == -EACCES ? USMC_R_PERMISSION :
 		       rc == -ENOENT ? USMC_R_PEER_GONE :
-		       rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
+		       rc == -EMFILE || rc == -ENFILE || rc == -E2BIG ? USMC_R_LIMIT : USMC_R_MEM;
 	}
 	if (p->slot >= l->nslots) {
 		usmc_lgr_put(l);

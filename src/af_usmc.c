@@ -286,6 +286,22 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 	sk->bell_own = sk->bell_peer = -1;
 }
 
+/* A server end lets go of the client's link group in this process (the
+ * bell numbers are stored -1 for calls that load them without sk->lock:
+ * shed.c closes them only once no call holds a socket). */
+void usmc_conn_detach_lgr(struct usmc_sock *sk)
+{
+	if (!sk->lgr || sk->role != 'S')
+		return;
+	if (sk->bell_own >= 0)
+		usmc_lgr_bells_put(sk->lgr);
+	usmc_lgr_put(sk->lgr);
+	sk->lgr = NULL;
+	sk->ctrl = NULL;
+	__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
+}
+
 /*
  * May this connection use shared memory at all?  A socket without fork-
  * shared state (sock.c) cannot.  Descriptors: usmc's own (a link group's
@@ -752,14 +768,7 @@ void usmc_sock_detach_local(struct usmc_sock *sk)
 	}
 	if (sk->kind != SK_CONN)
 		return;
-	if (sk->lgr && sk->role == 'S') {
-		if (sk->bell_own >= 0)
-			usmc_lgr_bells_put(sk->lgr);
-		usmc_lgr_put(sk->lgr);
-		sk->lgr = NULL;
-		sk->ctrl = NULL;
-		sk->bell_own = sk->bell_peer = -1;
-	}
+	usmc_conn_detach_lgr(sk);
 	if (sk->ln)
 		usmc_clc_ln_put(sk->ln);
 	sk->ln = NULL;

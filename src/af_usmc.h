@@ -53,10 +53,14 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
 int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 /* shed.c: out of descriptors: give some of usmc's back; true if any went. */
 bool usmc_shed(void);
+/* shed.c: RLIMIT_AS was lowered: give back the link groups no connection
+ * of ours reads any more. */
+void usmc_shed_address_space(void);
 struct usmc_lgr;
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
 			bool fresh);
 void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached);
+void usmc_conn_detach_lgr(struct usmc_sock *sk);
 /* Both ends: the connection is on shared memory from now on. */
 void usmc_conn_established(struct usmc_sock *sk);
 /* accept.c: an undecided server connection looks for a proposal (cheap). */

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 BUILD_BUG_ON(sizeof(struct usmc_cdc_ctrl) != 512);
@@ -30,6 +31,38 @@ static pthread_mutex_t lgr_list_lock = PTHREAD_MUTEX_INITIALIZER;
  * and attached again never looks like the one a cache remembers. */
 static _Atomic uint32_t bell_gens;
 static struct usmc_lgr *lgr_list;
+
+/*
+ * Every mapping counts against RLIMIT_AS, and a link group reserves
+ * nslots x 2 rings of it (512 MiB by default) whether or not its slots are
+ * used.  Under a finite limit usmc keeps its link groups within half of
+ * it, as it keeps its descriptors in the top of RLIMIT_NOFILE: the program
+ * keeps the other half, and a connection that would need more stays TCP
+ * (limit_reached).  The limit is asked only when a link group is mapped.
+ */
+static _Atomic size_t lgr_as_mapped;
+
+static bool lgr_as_fits(size_t more)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	return LOAD_RELAXED(&lgr_as_mapped) + more <= rl.rlim_cur / 2;
+}
+
+/* The link group is mapped: count it, or -E2BIG if it does not fit (an
+ * adopted one always does: its connection exists already). */
+static int lgr_as_take(struct usmc_lgr *l, bool check)
+{
+	size_t n = l->size + l->sndbuf_size;
+
+	if (check && !lgr_as_fits(n))
+		return -E2BIG;
+	l->as_bytes = n;
+	atomic_fetch_add(&lgr_as_mapped, n);
+	return 0;
+}
 
 static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner, const struct usmc_dev_ops *dev)
 {
@@ -76,6 +109,7 @@ static int lgr_private_alloc(struct usmc_lgr *l)
 
 static void lgr_free(struct usmc_lgr *l)
 {
+	atomic_fetch_sub(&lgr_as_mapped, l->as_bytes);
 	if (l->bells) {
 		usmc_ifd_close(l->bell_own);
 		usmc_ifd_close(l->bell_peer);
@@ -179,15 +213,20 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	l->ln_id = ln_id;
 	l->nslots = (uint32_t)usmc_opt.lgr_slots;
 	l->ring_size = (uint32_t)usmc_opt.ring_size;
+	if (!lgr_as_fits((size_t)l->nslots * 2 * l->ring_size)) {
+		free(l);
+		return USMC_R_LIMIT;
+	}
 	rc = l->dev->lgr_create(l);
 	if (rc) {
 		usmc_dbg(1, "link group create failed: %s", strerror(-rc));
 		free(l);
 		return rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;
 	}
-	if (lgr_private_alloc(l)) {
+	rc = lgr_private_alloc(l);
+	if (rc || lgr_as_take(l, true)) {
 		lgr_free(l);
-		return USMC_R_MEM;
+		return rc ? USMC_R_MEM : USMC_R_LIMIT;
 	}
 	pthread_mutex_lock(&lgr_list_lock);
 	l->next = lgr_list;
@@ -274,6 +313,10 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 
 	if (!dev)
 		return -EBADMSG;
+	/* Before mapping it (a refused mmap would read as out_of_memory):
+	 * peers usually share the geometry; lgr_as_take checks the real one. */
+	if (!lgr_as_fits((size_t)usmc_opt.lgr_slots * 2 * (size_t)usmc_opt.ring_size))
+		return -E2BIG;
 	l = lgr_alloc(id, false, dev);
 	if (!l)
 		return -ENOMEM;
@@ -282,9 +325,12 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 		free(l);
 		return rc;
 	}
-	if (lgr_private_alloc(l)) {
+	rc = lgr_private_alloc(l);
+	if (!rc)
+		rc = lgr_as_take(l, true);
+	if (rc) {
 		lgr_free(l);
-		return -ENOMEM;
+		return rc;
 	}
 	pthread_mutex_lock(&lgr_list_lock);
 	l->refs = 1;
@@ -347,9 +393,12 @@ int usmc_lgr_adopt(uint64_t id, int owner_fd, struct usmc_lgr **out)
 	usmc_ifd_mark(owner_fd);
 	sys_fcntl(owner_fd, F_SETFD, FD_CLOEXEC);
 	l->pid = 0;
-	if (lgr_private_alloc(l)) {
+	rc = lgr_private_alloc(l);
+	if (!rc)
+		rc = lgr_as_take(l, false);
+	if (rc) {
 		lgr_free(l);
-		return -ENOMEM;
+		return rc;
 	}
 	pthread_mutex_lock(&lgr_list_lock);
 	l->refs = 1;

@@ -63,6 +63,7 @@ struct usmc_lgr {
 	void *dev_priv;			/* the device's own state for this link group */
 	uint8_t *sndbuf;		/* unmapped devices: our side's sndbufs (lgr.c) */
 	size_t sndbuf_size;
+	size_t as_bytes;		/* counted in the address-space budget (lgr.c) */
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
 	struct usmc_lgr_bell *bells;	/* [nslots] */

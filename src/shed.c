@@ -133,6 +133,41 @@ static bool shed_conn(void)
 	return false;
 }
 
+/*
+ * RLIMIT_AS was lowered (interpose_rlimit.c).  Every mapping counts against
+ * it, and a link group reserves nslots x 2 rings (512 MiB by default), so
+ * a child that lowers the limit after the fork (vsftpd's session: 200 MB)
+ * would see its own mmap fail where TCP leaves room.  A server end that
+ * runs on TCP by now never reads the client's link group again (rx.c in
+ * TCP mode), so it lets go of it, as its last close would, and link
+ * groups nothing uses go (usmc_lgr_shed).  Only while no call holds a
+ * socket: calls load sk->lgr and the bell numbers without sk->lock.
+ * Connections still on shared memory keep theirs: the budget of lgr.c
+ * keeps new link groups within half of the limit.
+ */
+void usmc_shed_address_space(void)
+{
+	long lim = usmc_nofile_limit(false), fd;
+
+	if (!usmc_fd_quiet(NULL))
+		return;
+	for (fd = 0; fd < lim; fd++) {
+		struct usmc_sock *sk = usmc_fd_get((int)fd);
+
+		if (!sk)
+			continue;
+		if (sk->kind == SK_CONN && sk->role == 'S' && sk->lgr &&
+		    sk_mode(sk) == USMC_MODE_TCP && usmc_epoll_sock_resync(sk)) {
+			pthread_mutex_lock(&sk->lock);
+			usmc_conn_detach_lgr(sk);
+			pthread_mutex_unlock(&sk->lock);
+		}
+		usmc_sock_put(sk);
+	}
+	if (shed_quiet(NULL))
+		usmc_dbg(1, "RLIMIT_AS lowered: unused link groups released");
+}
+
 bool usmc_shed(void)
 {
 	int n = usmc_bind_shed() + usmc_waitset_shed() + shed_quiet(NULL);

@@ -41,10 +41,12 @@ static const struct {
 	[USMC_R_PERMISSION]	= { "permission", "the peer's user is not allowed",
 				    "run both ends as one user (nginx: add 'user <you>;'), or allow "
 				    "the other user on both ends: usmc run -a UID / USMC_ALLOW" },
-	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection or descriptor limit (also: moved to TCP to give "
-				    "descriptors back when the program ran out)",
+	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection, descriptor or address-space limit "
+				    "(also: moved to TCP to give descriptors back when the program ran out)",
 				    "raise the descriptor limit (ulimit -n; usmc takes three per "
-				    "link group from the top sixteenth) or USMC_LGR_SLOTS" },
+				    "link group from the top sixteenth) or USMC_LGR_SLOTS; under ulimit -v "
+				    "usmc maps link groups in at most half of it: raise it or use smaller "
+				    "rings (usmc ctl ring_size=256K)" },
 	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted",
 				    "a timing race at connect; rare and harmless, nothing to do unless "
 				    "it is frequent (then report it)" },
