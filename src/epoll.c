@@ -83,11 +83,18 @@ bool ep_want_translated(struct usmc_sock *sk)
  * A server connection accepted before its client's proposal was seen: its
  * TCP socket turns readable with the client's CLC wake byte, which is not
  * the program's.  Its kernel entry has the program's events but our tag,
- * so that such an event settles the connection first (epoll_wait.c).
+ * so that such an event settles the connection first (epoll_kernel.c).
+ * So does a connection on TCP that still owes a byte that is not the
+ * program's (a wake or decline byte, bytes a move to TCP sent again:
+ * usmc_tcp_skip_wake): TCP would not be readable for it.
  */
 bool ep_want_undecided(struct usmc_sock *sk)
 {
-	return sk->kind == SK_CONN && sk_mode(sk) == USMC_MODE_UNDECIDED;
+	uint32_t m = sk_mode(sk);
+
+	return sk->kind == SK_CONN &&
+	       (m == USMC_MODE_UNDECIDED ||
+		(m == USMC_MODE_TCP && sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)));
 }
 
 /* FIN/RST/connect completion on the TCP entry: news for every record of
@@ -331,13 +338,22 @@ void ep_reg_sync(struct usmc_epreg *r)
 		reg_drop_parked(r);
 		return;
 	}
-	/* Back to plain TCP: the application's own entry, its data. */
+	/* Back to plain TCP: the application's own entry, its data; our tag
+	 * while a byte that is not the program's is owed. */
 	kernel_bell_drop(epfd, r);
 	r->translated = false;
 	r->ep->ntranslated--;
 	ev.events = r->events;
 	ev.data.u64 = r->data;
-	ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev);
+	if (ep_want_undecided(r->sk) && !(r->events & EPOLLEXCLUSIVE)) {
+		ev.data.u64 = ep_tag(r, EP_TAG_UND);
+		if (!real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev)) {
+			ep_alias_drop(r->ep, r->fd);
+			r->undecided = true;
+		}
+	} else {
+		ep_prog_ctl(r->ep, epfd, EPOLL_CTL_MOD, r->fd, &ev);
+	}
 	ep_sleep_check(r);
 }
 

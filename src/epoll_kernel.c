@@ -68,22 +68,39 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 /*
  * Kernel event on an undecided server connection's entry (the program's
  * events, our tag): news on TCP may be the client's wake byte, so settle
- * the connection first.  Still undecided: the event is the program's, as
- * the kernel gave it (true).  Settled: the record follows the connection's
- * path, and what is ready is reported from there.  Caller holds ep_lock.
+ * the connection first (a connection on TCP owing a byte: take it).
+ * Still undecided (still owing: EOF came first, or another thread holds
+ * the TCP look): the event is the program's, as the kernel gave it (true).
+ * Settled: the record follows the connection's path, and what is ready is
+ * reported from there (the kernel reports again what is pending after the
+ * entry's MOD).  Caller holds ep_lock.
  */
-static bool undecided_event(struct usmc_epreg *r, uint32_t kevents)
+static bool undecided_event(struct usmc_epreg *r, uint32_t *kevents)
 {
 	int fd = usmc_sock_live_fd(r->sk, r->fd);
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLPRI | POLLRDHUP };
 
 	if (!r->undecided || fd < 0 || ep_reg_closed(r))
 		return false;
-	if (kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP))
-		usmc_server_resolve(r->sk, fd, false);
+	if (*kevents & (EPOLLIN | EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP)) {
+		if (sk_mode(r->sk) == USMC_MODE_UNDECIDED)
+			usmc_server_resolve(r->sk, fd, false);
+		else
+			usmc_tcp_skip_wake(r->sk, fd, true);	/* if it came */
+	}
 	if (ep_want_undecided(r->sk))
 		return true;
 	ep_reg_sync(r);
-	return false;
+	if (r->translated || r->disabled || (r->events & (EPOLLET | EPOLLONESHOT)))
+		return false;
+	/* Plain TCP now, level-triggered: what the kernel has for it is this
+	 * call's news (the entry's MOD queues it for the next call only; an
+	 * edge-triggered or one-shot entry gets it there, once); poll's bits
+	 * are epoll's. */
+	if (real.poll(&p, 1, 0) != 1)
+		return false;
+	*kevents = (uint32_t)p.revents & (r->events | EPOLLERR | EPOLLHUP);
+	return *kevents != 0;
 }
 
 /* Program-visible event from the kernel, or one of ours to translate? */
@@ -113,6 +130,7 @@ int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
 		if (kernel_direct(kev[i].data.u64)) {
 			direct--;
 			n += ep_collect(ep, false, out + n, max - n - direct - 1, call);
+			uint32_t ev_now = kev[i].events;
 			uint64_t prog;
 
 			if (!r && !ep_data_ours(kev[i].data.u64)) {
@@ -122,8 +140,8 @@ int ep_kernel_events(struct usmc_ep *ep, const struct epoll_event *kev, int k,
 					out[n].events = kev[i].events;
 					out[n++].data.u64 = prog;
 				}
-			} else if (r && undecided_event(r, kev[i].events)) {
-				out[n].events = kev[i].events;
+			} else if (r && undecided_event(r, &ev_now)) {
+				out[n].events = ev_now;
 				out[n++].data.u64 = r->data;
 			}
 		} else if (r) {
@@ -163,8 +181,10 @@ int ep_kernel_events_inplace(struct usmc_ep *ep, struct epoll_event *ev, int k,
 		}
 		r = ep_reg_from_data(e.data.u64, ep, &tag);
 		if (r && tag == EP_TAG_UND) {
-			if (undecided_event(r, e.events)) {
-				ev[m].events = e.events;
+			uint32_t now = e.events;
+
+			if (undecided_event(r, &now)) {
+				ev[m].events = now;
 				ev[m++].data.u64 = r->data;
 			}
 		} else if (r) {

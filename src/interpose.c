@@ -525,10 +525,12 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		   (req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD)) {
 		usmc_sock_refresh(sk, fd);
 		/* Undecided (a server before its first act): no rings yet, and
-		 * what there is to read is on TCP, as the kernel counts it. */
+		 * what there is to read is on TCP, as the kernel counts it.
+		 * Our bytes in the ring sit in the peer's receive buffer, where
+		 * loopback TCP has them acked: nothing is outstanding. */
 		if (sk_is_smc_path(sk) && sk_mode(sk) != USMC_MODE_MIGRATING &&
 		    sk_mode(sk) != USMC_MODE_UNDECIDED) {
-			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : usmc_sock_outq(sk);
+			*(int *)arg = req == FIONREAD ? usmc_sock_inq(sk) : 0;
 			rc = 0;
 		} else if (req == FIONREAD && sk_flag(sk, SKF_WAKEBYTE)) {
 			rc = fionread_tcp(sk, fd, arg);

@@ -109,6 +109,48 @@ static bool poll_undecided_moved(struct pollfd *fds, nfds_t n)
 }
 
 /*
+ * A connection on TCP that owes a byte that is not the program's (the
+ * CLC wake or decline byte, bytes a move to TCP sent again) is readable to
+ * the kernel for it, as TCP would not be: taken before the look when it is
+ * there already; a connection still owing one is looked at again after
+ * the kernel's answer.
+ */
+static bool poll_owes(struct usmc_sock *sk, int fd)
+{
+	if (sk_mode(sk) != USMC_MODE_TCP || !sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP))
+		return false;
+	usmc_tcp_skip_wake(sk, fd, true);
+	return sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP);
+}
+
+/* After the kernel said readable: take what is owed, then ask the kernel
+ * again for those descriptors.  Returns how many entries are ready. */
+static int poll_settle_owed(struct pollfd *fds, nfds_t n)
+{
+	int ready = 0;
+	nfds_t j;
+
+	for (j = 0; j < n; j++) {
+		struct usmc_sock *sk;
+
+		if ((fds[j].revents & POLLIN) && fds[j].fd >= 0 &&
+		    (sk = usmc_fd_get(fds[j].fd))) {
+			if (sk_mode(sk) == USMC_MODE_TCP &&
+			    sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) {
+				struct pollfd p = { .fd = fds[j].fd, .events = fds[j].events };
+
+				usmc_tcp_skip_wake(sk, fds[j].fd, true);
+				if (real.poll(&p, 1, 0) >= 0)
+					fds[j].revents = p.revents;
+			}
+			usmc_sock_put(sk);
+		}
+		ready += !!fds[j].revents;
+	}
+	return ready;
+}
+
+/*
  * A connection left shared memory while we looked (its peer moved it to
  * TCP and a refresh followed): from now on only the kernel knows whether
  * it is readable, so the set is built again with it as a plain socket.
@@ -145,13 +187,13 @@ int usmc_poll(struct pollfd *fds, nfds_t n, int timeout, const sigset_t *mask, b
 	struct pollfd stack_k[POLL_STACK * 2], *kfds = stack_k;
 	uint64_t deadline = 0;
 	int nent = 0, nk = 0, ready, rc, i, restarts = 0;
-	bool undecided;
+	bool undecided, owed;
 	nfds_t j;
 
 	if (timeout > 0)
 		deadline = usmc_now_ns() + (uint64_t)timeout * 1000000ull;
 restart:
-	undecided = false;
+	undecided = owed = false;
 	for (j = 0; j < n; j++) {
 		struct usmc_sock *sk = fds[j].fd >= 0 ? usmc_fd_get(fds[j].fd) : NULL;
 
@@ -169,6 +211,7 @@ restart:
 		if (!usmc_poll_translated(sk)) {
 			if (sk_mode(sk) == USMC_MODE_MIGRATING)
 				usmc_migrate_pump(sk, fds[j].fd, false);
+			owed |= poll_owes(sk, fds[j].fd);
 			usmc_sock_put(sk);
 			continue;
 		}
@@ -203,12 +246,17 @@ restart:
 		} else {
 			rc = real.poll(fds, n, timeout);
 		}
-		if (rc > 0 && undecided && poll_undecided_moved(fds, n) && restarts++ < 8) {
+		if (rc < 0)
+			return -errno;
+		if (rc > 0 && owed)
+			rc = poll_settle_owed(fds, n);	/* 0: woken by an owed byte */
+		if (((rc > 0 && undecided && poll_undecided_moved(fds, n)) ||
+		     (owed && !rc && timeout)) && restarts++ < 8) {
 			if (timeout > 0 && !(timeout = (int)ms_left(deadline)))
 				return 0;
 			goto restart;
 		}
-		return rc < 0 ? -errno : rc;
+		return rc;
 	}
 	if (n >= POLL_STACK && kfds == stack_k) {
 		kfds = malloc(sizeof(*kfds) * (n * 2));
@@ -361,9 +409,12 @@ restart:
 		if (poll_left_shm(ent, nent) ||
 		    (undecided && poll_undecided_moved(fds, n) && restarts++ < 8))
 			goto again;
-		for (j = 0; j < n; j++)
-			if (fds[j].revents)
-				ready++;
+		if (owed)
+			ready = poll_settle_owed(fds, n);
+		else
+			for (j = 0; j < n; j++)
+				if (fds[j].revents)
+					ready++;
 		if (ready || timeout == 0)
 			break;
 		if (timeout > 0) {

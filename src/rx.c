@@ -540,10 +540,3 @@ int usmc_sock_inq(struct usmc_sock *sk)
 
 	return usmc_rx_view(sk, &head, &prod) ? (int)(prod - head) : 0;
 }
-
-int usmc_sock_outq(struct usmc_sock *sk)
-{
-	uint64_t prod, head;
-
-	return usmc_tx_view(sk, &head, &prod) ? (int)(prod - head) : 0;
-}

@@ -19,8 +19,7 @@ int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod);
 ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags);
 /* Readiness of an SMC-path connection as poll(2) bits. */
 unsigned int usmc_sock_poll(struct usmc_sock *sk);
-/* Bytes readable / queued unread by the peer (FIONREAD / SIOCOUTQ). */
+/* Bytes readable (FIONREAD). */
 int usmc_sock_inq(struct usmc_sock *sk);
-int usmc_sock_outq(struct usmc_sock *sk);
 
 #endif

@@ -413,7 +413,22 @@ static void write_after_close_s(struct ctx *c)
 	t_sync_post(c->sync);
 }
 
-/* FIONREAD follows the queue. */
+/* SIOCOUTQ (SIOCOUTQNSD: which) once the peer's side has had up to 2 s to
+ * take our bytes: on loopback they are acked as soon as they sit in the
+ * peer's receive buffer, read or not (a ring is that buffer). */
+static int outq_settled(int fd, unsigned long which)
+{
+	int q = -1, i;
+
+	for (i = 0; i < 200; i++) {
+		if (ioctl(fd, which, &q) || !q)
+			break;
+		t_msleep(10);
+	}
+	return q;
+}
+
+/* FIONREAD follows the queue; SIOCOUTQ does not count what the peer has. */
 static void fionread_c(struct ctx *c)
 {
 	static char buf[1234];
@@ -422,6 +437,8 @@ static void fionread_c(struct ctx *c)
 	say(c, "fionread=%s %d", RV(ioctl(c->fd, FIONREAD, &q)), q);
 	t_pat_fill(5, 0, buf, sizeof(buf));
 	say(c, "write=%s", RV(write(c->fd, buf, sizeof(buf))));
+	say(c, "outq=%d outqnsd=%d", outq_settled(c->fd, SIOCOUTQ),
+	    outq_settled(c->fd, SIOCOUTQNSD));
 	t_sync_post(c->sync);
 	t_sync_wait(c->sync);
 	say(c, "shutdown(WR)=%s", RV(shutdown(c->fd, SHUT_WR)));

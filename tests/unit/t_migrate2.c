@@ -31,6 +31,10 @@
  *                      as postfix's smtpd does: 0, as over TCP (it said 1,
  *                      the wake byte, and smtpd's read then waited for
  *                      ever while the client waited for the greeting).
+ *   poll_declined      the same, both ends waiting with poll (epoll_declined:
+ *   epoll_declined     epoll, level-triggered) and reading without
+ *                      blocking: every wake-up has bytes, as over TCP (the
+ *                      client's wake byte woke the server, recv: EAGAIN).
  *   mover_killed       a forked process of ours starts the move to TCP
  *                      (MSG_OOB) with our ring full and the peer not
  *                      reading, so the move blocks on TCP; it is killed
@@ -41,6 +45,7 @@
  */
 #include "t_util.h"
 
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 
 #define ROUNDS_DEFAULT	200
@@ -401,36 +406,88 @@ static void check_mover_killed(void)
 	t_tcp_conns = -1;	/* reset mid-move: counted as internal_error */
 }
 
-/* Role "greeter" (argv: port): asks FIONREAD, then greets; exit 3 when
- * FIONREAD counted a byte the client never sent. */
-static int greeter(uint16_t port)
+/*
+ * Wait for len bytes as an event loop does (how: 1 poll, 2 epoll, level
+ * triggered), reading without blocking: readable must mean readable.
+ * Returns how many wake-ups found nothing to read (a CLC wake or decline
+ * byte woke it, as TCP never would).
+ */
+static int wait_read(int fd, long how, const char *expect, size_t len)
 {
-	int lfd = listen_on(port, 0), s, q = -1;
+	int ep = -1, spurious = 0;
+	char b[16];
+	size_t got = 0;
+
+	t_set_nonblock(fd, true);
+	if (how == 2) {
+		struct epoll_event ev = { .events = EPOLLIN };
+
+		ep = t_ok(epoll_create1(0));
+		t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	}
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct epoll_event ev;
+		ssize_t n;
+
+		if (how == 2)
+			t_assert(epoll_wait(ep, &ev, 1, 5000) == 1, "nothing came");
+		else
+			t_assert(poll(&p, 1, 5000) == 1, "nothing came");
+		n = recv(fd, b + got, len - got, 0);
+		if (n < 0 && errno == EAGAIN)
+			spurious++;
+		else
+			got += (size_t)t_ok(n);
+	}
+	t_assert(!memcmp(b, expect, len), "got [%.*s]", (int)len, b);
+	if (ep >= 0)
+		close(ep);
+	t_set_nonblock(fd, false);
+	return spurious;
+}
+
+/* Role "greeter" (argv: port, how): asks FIONREAD (how 0), greets, then
+ * waits for QUIT (how: as wait_read); exit 3 when FIONREAD counted a byte
+ * the client never sent, 4 when a wait woke for nothing. */
+static int greeter(uint16_t port, long how)
+{
+	int lfd = listen_on(port, 0), s, q = -1, spurious = 0;
 
 	s = t_accept(lfd);
 	t_msleep(300);		/* the late proposal, declined, and its wake byte */
-	t_ok(ioctl(s, FIONREAD, &q));
+	if (how)
+		q = 0;		/* FIONREAD would take the wake byte */
+	else
+		t_ok(ioctl(s, FIONREAD, &q));
 	t_write_all(s, "220 hi\r\n", 8);
-	t_recv_exact(s, "QUIT", 4);
+	if (how)
+		spurious = wait_read(s, how, "QUIT", 4);
+	else
+		t_recv_exact(s, "QUIT", 4);
 	close(s);
 	close(lfd);
-	return q == 0 ? 0 : 3;
+	return q ? 3 : spurious ? 4 : 0;
 }
 
-/* Role "greeted" (argv: port): reads the greeting, says QUIT. */
-static int greeted(uint16_t port)
+/* Role "greeted" (argv: port, how): waits for the greeting (0: in a
+ * blocking read, else greeted_wait), says QUIT. */
+static int greeted(uint16_t port, long how)
 {
-	int c;
+	int c, spurious = 0;
 
 	alarm(10);
 	c = connect_decliner(port);
-	t_recv_exact(c, "220 hi\r\n", 8);
+	if (how)
+		spurious = wait_read(c, how, "220 hi\r\n", 8);
+	else
+		t_recv_exact(c, "220 hi\r\n", 8);
 	t_write_all(c, "QUIT", 4);
 	close(c);
-	return 0;
+	return spurious ? 4 : 0;
 }
 
-static void check_fionread_declined(void)
+static void greet_declined(long how, const char *client)
 {
 	uint16_t port;
 	int lfd = t_listen(&port);
@@ -438,13 +495,28 @@ static void check_fionread_declined(void)
 
 	close(lfd);		/* the greeter listens on it */
 	setenv("USMC_FAULT", "memfd", 1);
-	srv = t_start_role("greeter", port, 0, false);
+	srv = t_start_role("greeter", port, how, false);
 	setenv("USMC_FAULT", "late", 1);
-	cl = t_start_role("greeted", port, 0, false);
+	cl = t_start_role("greeted", port, how, false);
 	unsetenv("USMC_FAULT");
-	t_wait_child(cl, "client (it reads the greeting)");
-	t_wait_child(srv, "greeter (FIONREAD 0 before the client spoke)");
+	t_wait_child(cl, client);
+	t_wait_child(srv, "greeter (exit 3: FIONREAD before the client spoke; 4: woke for nothing)");
 	t_tcp_conns = -1;	/* declined: how each end counts is test_exhaustion's */
+}
+
+static void check_fionread_declined(void)
+{
+	greet_declined(0, "client (it reads the greeting)");
+}
+
+static void check_poll_declined(void)
+{
+	greet_declined(1, "poll client (readable before the greeting: exit 4)");
+}
+
+static void check_epoll_declined(void)
+{
+	greet_declined(2, "epoll client (readable before the greeting: exit 4)");
 }
 
 static const struct t_check checks[] = {
@@ -453,6 +525,8 @@ static const struct t_check checks[] = {
 	{ "shut_while_moving", check_shut_while_moving },
 	{ "send_after_decline", check_send_after_decline },
 	{ "fionread_declined", check_fionread_declined },
+	{ "poll_declined", check_poll_declined },
+	{ "epoll_declined", check_epoll_declined },
 	{ "mover_killed", check_mover_killed },
 };
 
@@ -462,9 +536,9 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "decliner"))
 		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), false);
 	if (argc == 4 && !strcmp(argv[1], "greeter"))
-		return greeter((uint16_t)atoi(argv[2]));
+		return greeter((uint16_t)atoi(argv[2]), atol(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "greeted"))
-		return greeted((uint16_t)atoi(argv[2]));
+		return greeted((uint16_t)atoi(argv[2]), atol(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "decliner_quick"))
 		return decliner((uint16_t)atoi(argv[2]), (size_t)atol(argv[3]), true);
 	rounds = (int)t_env_long("T_ROUNDS", ROUNDS_DEFAULT);
