@@ -723,10 +723,17 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		bool attached = true;
 		uint32_t mode;
 
+		/* The peer moved to TCP while we never looked (handed over to
+		 * another process, exec...): the bytes it had not read from
+		 * our ring follow it there before our FIN. */
+		mode = sk_mode(sk);
+		if (fd >= 0 && (mode == USMC_MODE_SMCD || mode == USMC_MODE_PROPOSED) &&
+		    sk->tx_c && (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
+			usmc_migrate_follow(sk, fd);
 		/* A proposed client leaves its proposal: the server may still
 		 * match it and read the bytes we queued (then see our close),
-		 * unless it declined already. */
-		if (sk->role == 'C' && fd >= 0)
+		 * unless it declined already.  A moving end sends what it can. */
+		if (fd >= 0 && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_MIGRATING))
 			usmc_migrate_on_close(sk, fd);
 		mode = sk_mode(sk);
 		usmc_conn_close_protocol(sk);

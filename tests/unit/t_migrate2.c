@@ -35,6 +35,9 @@
  *   epoll_declined     epoll, level-triggered) and reading without
  *                      blocking: every wake-up has bytes, as over TCP (the
  *                      client's wake byte woke the server, recv: EAGAIN).
+ *   idle_close         the client writes, then never looks at its socket
+ *                      until it closes, while the server's end moved to TCP:
+ *                      its ring bytes reach the server before the EOF.
  *   mover_killed       a forked process of ours starts the move to TCP
  *                      (MSG_OOB) with our ring full and the peer not
  *                      reading, so the move blocks on TCP; it is killed
@@ -519,6 +522,52 @@ static void check_epoll_declined(void)
 	greet_declined(2, "epoll client (readable before the greeting: exit 4)");
 }
 
+/*
+ * The client writes and then never touches its socket again until it
+ * closes; meanwhile the server's end moves to TCP (O_ASYNC here; a
+ * hand-over to another process in CPython's multiprocessing).  The bytes
+ * still in the client's ring must reach the server before the EOF (the
+ * close sent the FIN without them: the server read a clean, empty stream).
+ */
+static void check_idle_close(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), p[2], s, c, fl;
+	char b[16];
+	size_t got = 0;
+	ssize_t n;
+	pid_t kid;
+
+	t_ok(pipe(p));
+	kid = t_fork_helper();
+	if (kid == 0) {
+		close(p[1]);
+		c = t_connect(port);
+		t_write_all(c, "hello", 5);
+		t_assert(read(p[0], b, 1) == 1, "no go");
+		close(c);
+		_exit(0);
+	}
+	close(p[0]);
+	s = t_accept(lfd);
+	t_assert(t_wait_fd(s, POLLIN, 5000) & POLLIN, "nothing arrived");
+	fl = t_ok(fcntl(s, F_GETFL));
+	t_ok(fcntl(s, F_SETFL, fl | O_ASYNC));
+	t_expect_moved(s, "async_io");
+	t_write_all(p[1], "x", 1);
+	while (got < sizeof(b) && (n = recv(s, b + got, sizeof(b) - got, 0)) != 0) {
+		t_assert(n > 0, "recv: %s after %zu bytes", t_errname(errno), got);
+		got += (size_t)n;
+	}
+	t_assert(got == 5 && !memcmp(b, "hello", 5), "%zu bytes [%.*s], then EOF", got,
+		 (int)got, b);
+	t_wait_child(kid, "client");
+	close(p[1]);
+	close(s);
+	close(lfd);
+	t_tcp_conns = -1;
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
@@ -528,6 +577,7 @@ static const struct t_check checks[] = {
 	{ "poll_declined", check_poll_declined },
 	{ "epoll_declined", check_epoll_declined },
 	{ "mover_killed", check_mover_killed },
+	{ "idle_close", check_idle_close },
 };
 
 int main(int argc, char **argv)
