@@ -206,11 +206,11 @@ static int conn_lgr(const struct usmc_adopt *a, struct usmc_lgr **l)
 			sys_close(owner_fd);	/* not needed */
 		return a->received && mode_on_rings(LOAD_ACQUIRE(&a->sh->mode)) ? -EINVAL : 0;
 	}
+	/* Only a device that survives exec and SCM_RIGHTS travels.  A server
+	 * end attaches by name, else through the sender's copy of the file
+	 * (the client is gone: its bytes are still in the ring). */
 	rc = a->role == 'C' ? usmc_lgr_adopt(a->lgr_id, owner_fd, l) :
-	     /* only a device that survives exec and SCM_RIGHTS travels */
-	     usmc_lgr_attach(a->lgr_id, USMC_DEV_LOOPBACK, l);
-	if (a->role != 'C' && owner_fd >= 0)
-		sys_close(owner_fd);
+	     usmc_lgr_attach_fd(a->lgr_id, USMC_DEV_LOOPBACK, owner_fd, l);
 	if (!rc && !ctrl_matches(*l, a)) {
 		usmc_lgr_put(*l);
 		rc = -EINVAL;

@@ -157,12 +157,21 @@ int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot)
 	struct stat st;
 	int fd, rc;
 
-	if (usmc_fault(USMC_FAULT_ATTACH))
+	/* By name, or through a copy of the file already open (l->mem_fd,
+	 * received: lgr.c), checked the same way; taken over either way. */
+	fd = l->mem_fd;
+	l->mem_fd = -1;
+	if (usmc_fault(USMC_FAULT_ATTACH)) {
+		if (fd >= 0)
+			usmc_ifd_close(fd);
 		return -ENOMEM;
-	snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
-	fd = usmc_rundir_open(path, O_RDWR, 0);
-	if (fd < 0)
-		return fd;
+	}
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
+		fd = usmc_rundir_open(path, O_RDWR, 0);
+		if (fd < 0)
+			return fd;
+	}
 	if (fstat(fd, &st) || st.st_size < 4096) {
 		rc = -EBADMSG;
 		goto err;
@@ -268,14 +277,57 @@ static int open_bell(uint64_t id, char side)
 	return fd < 0 ? fd : usmc_ifd_move_high(fd, true);
 }
 
+/*
+ * The doorbells of a link group whose owner is gone, unpublished with its
+ * names (a server end received from another process after the client
+ * exited: its bytes are still in the ring, lgr.c usmc_lgr_attach_fd).
+ * Nobody rings or watches the other side any more: private FIFOs stand
+ * in, so the connection reads what is left and its end as any other.
+ */
+static int orphan_bell(void)
+{
+	static _Atomic uint32_t n;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "t-bell-%d-%u", (int)usmc_getpid(), atomic_fetch_add(&n, 1));
+	fd = usmc_rundir_mkfifo(path);
+	if (!fd)
+		fd = usmc_rundir_open_fifo(path, O_RDWR | O_NONBLOCK);
+	usmc_rundir_unlink(path, false);
+	return fd < 0 ? fd : usmc_ifd_move_high(fd, true);
+}
+
+/*
+ * A name that is gone while its owner still holds the link group: the
+ * owner is exiting (it unpublishes first, then dies) or a neighbour removed
+ * it.  Give the exit up to ORPHAN_WAIT_MS; an owner alive after that keeps
+ * its real doorbells, which nobody here could ring: not attached.
+ */
+#define ORPHAN_WAIT_MS	200
+
+static int attach_bell(struct usmc_lgr *l, char side)
+{
+	int fd = open_bell(l->id, side), ms;
+
+	if (fd != -ENOENT || l->owner)
+		return fd;
+	for (ms = 0; usmc_lo_lgr_peer_alive(l); ms++) {
+		if (ms == ORPHAN_WAIT_MS)
+			return fd;
+		usleep(1000);
+	}
+	return orphan_bell();
+}
+
 int usmc_lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *peer)
 {
 	int a, b;
 
-	a = open_bell(l->id, owner_side ? 'c' : 's');
+	a = attach_bell(l, owner_side ? 'c' : 's');
 	if (a < 0)
 		return a;
-	b = open_bell(l->id, owner_side ? 's' : 'c');
+	b = attach_bell(l, owner_side ? 's' : 'c');
 	if (b < 0) {
 		usmc_ifd_close(a);
 		return b;

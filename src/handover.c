@@ -98,6 +98,12 @@ static bool stranded(struct usmc_sock *sk, int fd)
 	       (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
 }
 
+bool usmc_handover_strands(struct usmc_sock *sk, int fd)
+{
+	usmc_sock_refresh(sk, fd);
+	return sk->kind == SK_CONN && stranded(sk, fd);
+}
+
 static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 {
 	bool lost;

@@ -20,6 +20,9 @@ struct usmc_sock;
 void usmc_handover_send_slow(const struct msghdr *msg);
 /* One tracked socket leaves for a process that will not adopt it: to TCP. */
 void usmc_handover_fd(int fd);
+/* Would its move to TCP reset it (the peer's unread bytes are stranded in
+ * our ring: it closed, or left shared memory first)? */
+bool usmc_handover_strands(struct usmc_sock *sk, int fd);
 /* sendmsg/sendmmsg on an untracked socket with control data: our sockets
  * in it go with a ticket (scm_send.c) or to TCP first.  As the kernel's. */
 ssize_t usmc_scm_sendmsg(int fd, const struct msghdr *msg, int flags);

@@ -290,6 +290,11 @@ void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool ser
 
 int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 {
+	return usmc_lgr_attach_fd(id, dev_id, -1, out);
+}
+
+int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out)
+{
 	const struct usmc_dev_ops *dev = usmc_dev_get(dev_id);
 	struct usmc_lgr *l;
 	int rc;
@@ -300,37 +305,48 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 			break;
 	if (l && l->dev != dev) {
 		pthread_mutex_unlock(&lgr_list_lock);
-		return -EBADMSG;	/* the peer names another device now */
+		rc = -EBADMSG;	/* the peer names another device now */
+		goto out_fd;
 	}
 	if (l) {
 		l->refs++;
 		pthread_mutex_unlock(&lgr_list_lock);
 		*out = l;
-		return 0;
+		rc = 0;
+		goto out_fd;
 	}
 	lgr_prune_locked();
 	pthread_mutex_unlock(&lgr_list_lock);
 
+	rc = -EBADMSG;
 	if (!dev)
-		return -EBADMSG;
+		goto out_fd;
 	/* Before mapping it (a refused mmap would read as out_of_memory):
 	 * peers usually share the geometry; lgr_as_take checks the real one. */
+	rc = -E2BIG;
 	if (!lgr_as_fits((size_t)usmc_opt.lgr_slots * 2 * (size_t)usmc_opt.ring_size))
-		return -E2BIG;
+		goto out_fd;
+	rc = -ENOMEM;
 	l = lgr_alloc(id, false, dev);
 	if (!l)
-		return -ENOMEM;
+		goto out_fd;
 	rc = l->dev->lgr_attach(l);
+	if (rc == -ENOENT && mem_fd >= 0) {
+		usmc_ifd_mark(mem_fd);	/* usmc's own from now on */
+		l->mem_fd = mem_fd;	/* the device's attach takes it over */
+		mem_fd = -1;
+		rc = l->dev->lgr_attach(l);
+	}
 	if (rc) {
 		free(l);
-		return rc;
+		goto out_fd;
 	}
 	rc = lgr_private_alloc(l);
 	if (!rc)
 		rc = lgr_as_take(l, true);
 	if (rc) {
 		lgr_free(l);
-		return rc;
+		goto out_fd;
 	}
 	pthread_mutex_lock(&lgr_list_lock);
 	l->refs = 1;
@@ -338,7 +354,10 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 	lgr_list = l;
 	pthread_mutex_unlock(&lgr_list_lock);
 	*out = l;
-	return 0;
+out_fd:
+	if (mem_fd >= 0)
+		sys_close(mem_fd);
+	return rc;
 }
 
 /* Is fd (another process's word) the file l mapped? */

@@ -139,6 +139,10 @@ void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool
  * proposal named (cached); -EBADMSG: not one we offer, or the link group
  * says another. */
 int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out);
+/* The same, falling back to mem_fd (a received copy of the link group's
+ * file, validated as the name would be) when the name is gone; mem_fd is
+ * consumed (-1: none). */
+int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out);
 void usmc_lgr_put(struct usmc_lgr *l);
 /* One more reference to a link group we hold one of. */
 void usmc_lgr_hold(struct usmc_lgr *l);

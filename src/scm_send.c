@@ -200,7 +200,11 @@ static bool describe(struct scm_out *o, struct usmc_sock *sk, int fd, struct usm
 	r->ln_id = sk->ln ? sk->ln->id : 0;
 	r->local = sk->local;
 	r->peer = sk->peer;
-	if (sk->lgr && sk->lgr->owner)
+	/* The link group's file: the owner's lock must not drop, and a
+	 * server end's receiver attaches it by name, or through this copy
+	 * once the client is gone (it unpublished the name; its bytes are
+	 * still in the ring). */
+	if (sk->lgr && sk->lgr->mem_fd >= 0)
 		r->aux = extra_of(o, sk->lgr->mem_fd);
 	return r->fam != USMC_TICKET_NONE && (!(sk->lgr && sk->lgr->owner) || r->aux != USMC_TICKET_NONE);
 }
@@ -276,6 +280,35 @@ static void out_count(struct scm_out *o, int delta)
 }
 
 /*
+ * The reader announces itself when it first receives (scm_recv.c), which
+ * may come just after our send: CPython's resource sharer answers a
+ * request with the descriptors, and the requester's recvmsg follows.  When
+ * the TCP way would reset a socket (its peer closed with bytes in our
+ * ring), the reader gets ADOPT_WAIT_MS to say it adopts; the TCP way
+ * otherwise, as before.  Only that case waits.
+ */
+#define ADOPT_WAIT_MS	200
+
+static bool adopts(struct scm_out *o, int fd)
+{
+	int i, ms;
+
+	if (usmc_scm_peer_adopts(fd))
+		return true;
+	for (i = 0; i < o->nfds; i++)
+		if (o->sk[i] && usmc_handover_strands(o->sk[i], o->fds[i]))
+			break;
+	if (i == o->nfds)
+		return false;
+	for (ms = 0; ms < ADOPT_WAIT_MS; ms++) {
+		usleep(1000);
+		if (usmc_scm_peer_adopts(fd))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Make o->msg, the message that goes out on UNIX socket fd: with a ticket
  * when its reader adopts our sockets, else the program's own after its
  * sockets moved to TCP (handover.c).
@@ -290,7 +323,7 @@ static void out_prepare(struct scm_out *o, int fd, const struct msghdr *msg)
 	whole = out_collect(o, msg);
 	if (!o->nsock)
 		return;
-	if (whole && usmc_scm_peer_adopts(fd) && out_ticket(o) && out_build(o, msg)) {
+	if (whole && adopts(o, fd) && out_ticket(o) && out_build(o, msg)) {
 		out_count(o, 1);
 		usmc_dbg(2, "fd %d: %d socket(s) passed to a process that adopts them", fd, o->nsock);
 		return;
