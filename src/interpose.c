@@ -586,6 +586,44 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return 0;
 }
 
+/*
+ * Options a ring cannot honour on receive: a peek offset (SO_PEEK_OFF),
+ * control messages with every read (timestamps, TCP_INQ).  Turned on for
+ * a connection on shared memory, it moves to TCP (unsupported_option),
+ * every byte in order; set before connect() or on a listener, the
+ * connections made later do not see it (docs/design.md, Limits).
+ */
+static bool ring_option(int level, int name, const void *val, socklen_t len)
+{
+	int on = val && len >= (socklen_t)sizeof(int) ? *(const int *)val : 0;
+
+	if (level == IPPROTO_TCP)
+		return name == TCP_INQ && on;
+	switch (name) {
+	case SO_PEEK_OFF:
+		return on >= 0;
+	case SO_TIMESTAMP_OLD:
+	case SO_TIMESTAMPNS_OLD:
+	case SO_TIMESTAMP_NEW:
+	case SO_TIMESTAMPNS_NEW:
+	case SO_TIMESTAMPING_OLD:
+	case SO_TIMESTAMPING_NEW:
+		return on != 0;
+	default:
+		return false;
+	}
+}
+
+static void sockopt_to_tcp(struct usmc_sock *sk, int fd)
+{
+	if (sk->kind != SK_CONN)
+		return;
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED)
+		usmc_conn_to_tcp(sk, fd, USMC_R_SOCKOPT);
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct usmc_sock *sk;
@@ -599,11 +637,17 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		return rc;
 	}
 	if (rc || (level != SOL_SOCKET && (level != IPPROTO_TCP ||
-					   (name != TCP_DEFER_ACCEPT && name != TCP_FASTOPEN_CONNECT))))
+					   (name != TCP_DEFER_ACCEPT && name != TCP_FASTOPEN_CONNECT &&
+					    name != TCP_INQ))))
 		return rc;
 	sk = usmc_fd_get(fd);
 	if (!sk)
 		return rc;
+	if (ring_option(level, name, val, len)) {
+		sockopt_to_tcp(sk, fd);
+		usmc_sock_put(sk);
+		return rc;
+	}
 	if (level == IPPROTO_TCP) {
 		if (name == TCP_DEFER_ACCEPT && sk->kind == SK_LISTEN)
 			usmc_listen_defer(sk, fd);

@@ -68,16 +68,16 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 		return -ECONNRESET;
 	/* Our ring bytes moved to TCP late: a reset for them before a FIN
 	 * that the peer's close sent ahead of them (migrate.c). */
-	if (unlikely(sk_flag(sk, SKF_RESENT)) && !(flags & MSG_OOB)) {
+	if (unlikely(sk_flag(sk, SKF_RESENT)) && !(flags & (MSG_OOB | MSG_ERRQUEUE))) {
 		int rc = usmc_migrate_resent_check(sk, fd);
 
 		if (rc)
 			return rc;
 	}
 	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
-	 * never the application's, not even for a peek; urgent data is not
-	 * in the stream. */
-	if (unlikely(sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) && !(flags & MSG_OOB)) {
+	 * never the application's, not even for a peek; urgent data and the
+	 * error queue are not in the stream. */
+	if (unlikely(sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) && !(flags & (MSG_OOB | MSG_ERRQUEUE))) {
 		int rc = usmc_tcp_skip_wake(sk, fd, (flags & MSG_DONTWAIT) ||
 					    sk_flag(sk, SKF_NONBLOCK));
 

@@ -19,6 +19,7 @@
 #include "wait.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
 
 struct iov_wcursor {
@@ -189,8 +190,9 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 	target = waitall ? total : MIN(total, (size_t)usmc_rcvlowat(sk, LOAD_RELAXED(&sk->sh->flags)));
 	usmc_sock_refresh(sk, fd);
 	/* Urgent data only ever travels on TCP (tx.c), and its receive
-	 * never blocks: the kernel answers, whatever the mode. */
-	if (unlikely(flags & MSG_OOB))
+	 * never blocks: the kernel answers, whatever the mode.  So does the
+	 * error queue (timestamps, zero-copy completions): never the stream. */
+	if (unlikely(flags & (MSG_OOB | MSG_ERRQUEUE)))
 		return USMC_PASS;
 	if (sk_flag(sk, SKF_CONNECTING) && nonblock)
 		return -EAGAIN;
@@ -403,6 +405,33 @@ static size_t pipe_room(int fd, size_t want)
 	return MIN(want, (size_t)(cap - queued));
 }
 
+/*
+ * Write up to n ring bytes into pipe fd without blocking on it, as the
+ * kernel's splice moves what fits: all of them into an empty pipe that
+ * holds them (its pages are free), else through a non-blocking open file
+ * description of the same pipe (ours: the program's flags stay as they
+ * are), which takes what fits or says -EAGAIN.
+ */
+static ssize_t pipe_write_nb(int fd, const void *buf, size_t n)
+{
+	int cap = sys_fcntl(fd, F_GETPIPE_SZ, 0), queued = -1, nb;
+	size_t room;
+	char path[32];
+	ssize_t r;
+
+	if (cap > 0 && !sys_ioctl(fd, FIONREAD, &queued) && !queued && n <= (size_t)cap)
+		return sys_write(fd, buf, n);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	nb = sys_openat(AT_FDCWD, path, O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0);
+	if (nb < 0) {	/* no reader (the write says EPIPE), or no /proc */
+		room = pipe_room(fd, n);
+		return sys_write(fd, buf, room ? room : n);
+	}
+	r = sys_write(nb, buf, n);
+	sys_close(nb);
+	return r;
+}
+
 /* splice(2) out of a shared-memory connection into a pipe. */
 ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags)
 {
@@ -434,15 +463,20 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 			prod = head;
 		if (prod != head) {
 			size_t n = ring_span(sk->size, head, MIN((size_t)(prod - head), len));
+			struct pollfd p = { .fd = out_fd, .events = POLLOUT };
 
-			if (flags & SPLICE_F_NONBLOCK) {
-				n = pipe_room(out_fd, n);
-				if (!n) {
-					r = -EAGAIN;
-					break;
-				}
+			r = pipe_write_nb(out_fd, sk->rx_ring + (head & (sk->size - 1)), n);
+			if (r == -EAGAIN && !(flags & SPLICE_F_NONBLOCK)) {
+				/* A full pipe: wait for room, as the kernel does. */
+				usmc_family_unlock(&sk->sh->rx_lock);
+				if (sys_poll(&p, 1, -1) < 0 && errno == EINTR &&
+				    usmc_sig_should_eintr(-1))
+					return -EINTR;
+				rc = usmc_family_lock(&sk->sh->rx_lock);
+				if (rc)
+					return rc;
+				continue;
 			}
-			r = sys_write(out_fd, sk->rx_ring + (head & (sk->size - 1)), n);
 			if (r > 0) {
 				usmc_rx_publish(sk, head + (uint64_t)r);
 				usmc_kick_space(sk);

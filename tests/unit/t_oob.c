@@ -2,7 +2,9 @@
 /*
  * t_oob.c - what shared-memory rings cannot carry: urgent data (MSG_OOB,
  * SIOCATMARK, SO_OOBINLINE, POLLPRI), O_ASYNC signals (SIGIO, F_SETSIG) and
- * zero-copy completions (SO_ZEROCOPY + MSG_ZEROCOPY: the error queue).
+ * zero-copy completions (SO_ZEROCOPY + MSG_ZEROCOPY: the error queue), the
+ * error queue itself (MSG_ERRQUEUE), and receive options that need the
+ * kernel's receive queue (SO_PEEK_OFF, SO_TIMESTAMP, TCP_INQ).
  * Under usmc such a connection moves to TCP first, every byte in order,
  * with a named reason (oob, async_io, unsupported_option), and then
  * behaves as TCP.
@@ -486,6 +488,60 @@ static void sc_zerocopy(void)
 	close(s);
 }
 
+/* The error queue is not the stream: MSG_ERRQUEUE on a connection on
+ * shared memory with bytes in its ring (it read them and lost them). */
+static void sc_errqueue(void)
+{
+	char b[16];
+	int c, s;
+
+	t_pair_smc(&c, &s);
+	t_write_all(c, "stream", 6);
+	t_assert(t_wait_fd(s, POLLIN, 5000) & POLLIN, "nothing came");
+	obs_rc("recv MSG_ERRQUEUE|MSG_DONTWAIT", recv(s, b, sizeof(b), MSG_ERRQUEUE | MSG_DONTWAIT));
+	t_assert_smc(s);
+	obs_read(s, 6, "server");
+	close(c);
+	close(s);
+}
+
+/* Receive options a ring cannot honour: a peek offset, control messages
+ * with every read.  Set on a connection on shared memory: it moves to TCP
+ * (unsupported_option), and the option works as TCP's. */
+static void sc_rxopts(void)
+{
+	static const struct { int level, name; const char *what; } opt[] = {
+		{ SOL_SOCKET, SO_PEEK_OFF, "SO_PEEK_OFF" },
+		{ SOL_SOCKET, SO_TIMESTAMP, "SO_TIMESTAMP" },
+		{ IPPROTO_TCP, TCP_INQ, "TCP_INQ" },
+	};
+	char b[8], cbuf[256];
+	size_t i;
+	int c, s, v;
+
+	for (i = 0; i < ARRAY_LEN(opt); i++) {
+		struct iovec iov = { b, 4 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf) };
+		struct cmsghdr *cm;
+
+		t_pair_smc(&c, &s);
+		v = opt[i].name == SO_PEEK_OFF ? 0 : 1;
+		t_ok(setsockopt(s, opt[i].level, opt[i].name, &v, sizeof(v)));
+		t_expect_moved(s, "unsupported_option");
+		t_write_all(c, "ABCDEFGH", 8);
+		t_assert(t_wait_fd(s, POLLIN, 5000) & POLLIN, "nothing came");
+		obs_rc(opt[i].what, recvmsg(s, &m, opt[i].name == SO_PEEK_OFF ? MSG_PEEK : 0));
+		for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+			OBS("%s: cmsg level %d type %d\n", opt[i].what, cm->cmsg_level, cm->cmsg_type);
+		OBS("%s: [%.4s]\n", opt[i].what, b);
+		obs_rc("then recv 4", recv(s, b, 4, opt[i].name == SO_PEEK_OFF ? MSG_PEEK : 0));
+		OBS("%s: [%.4s]\n", opt[i].what, b);
+		close(c);
+		close(s);
+	}
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "oob", sc_oob },
 	{ "oobinline", sc_oobinline },
@@ -496,6 +552,8 @@ static const struct t_scenario scenarios[] = {
 	{ "midsend", sc_midsend },
 	{ "midrecv", sc_midrecv },
 	{ "zerocopy", sc_zerocopy },
+	{ "errqueue", sc_errqueue },
+	{ "rxopts", sc_rxopts },
 };
 
 int main(int argc, char **argv)

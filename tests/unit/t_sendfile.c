@@ -18,6 +18,9 @@
  *                     an empty O_NONBLOCK socket: EAGAIN; SPLICE_F_NONBLOCK
  *                     alone still waits for the socket (it is about the
  *                     pipe); EOF: 0
+ *   splice_out_full   socket -> pipe, more queued than the pipe holds and
+ *                     nobody draining it: what fits, as the kernel does (it
+ *                     blocked for ever), then the rest in order
  *
  * Every byte is pattern-checked by the receiver.  Each check runs in its own
  * process and must leave its connections on shared memory, and the rings
@@ -398,6 +401,40 @@ static void check_splice_in_short(void)
 	close(s);
 }
 
+/*
+ * socket -> pipe with more queued than the pipe holds, nobody draining it:
+ * what fits, at once, as the kernel's splice (the rest waited for room
+ * that only this thread could make: it never returned); the rest follows
+ * in order once the pipe is read.
+ */
+static void check_splice_out_full(void)
+{
+	static char buf[200000], got[sizeof(buf)];
+	int c, s, p[2], cap;
+	size_t have = 0;
+	ssize_t n;
+
+	t_pair_smc(&c, &s);
+	t_ok(pipe(p));
+	cap = t_ok(fcntl(p[0], F_GETPIPE_SZ));
+	t_pat_fill(21, 0, buf, sizeof(buf));
+	t_write_all(c, buf, sizeof(buf));
+	while (have < sizeof(buf)) {
+		alarm(10);	/* the old library never returned */
+		n = splice(s, NULL, p[1], NULL, 1 << 20, 0);
+		alarm(0);
+		t_assert(n > 0 && n <= cap, "splice: %zd (%s), pipe of %d", n,
+			 n < 0 ? t_errname(errno) : "", cap);
+		t_read_all(p[0], got + have, (size_t)n);
+		have += (size_t)n;
+	}
+	t_assert(t_pat_check(21, 0, got, have) < 0, "wrong bytes through the pipe");
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+}
+
 static const struct t_check checks[] = {
 	{ "sendfile_off", check_sendfile_off },
 	{ "sendfile_pos", check_sendfile_pos },
@@ -406,6 +443,7 @@ static const struct t_check checks[] = {
 	{ "splice_in", check_splice_in },
 	{ "splice_in_short", check_splice_in_short },
 	{ "splice_out", check_splice_out },
+	{ "splice_out_full", check_splice_out_full },
 };
 
 int main(int argc, char **argv)
