@@ -35,11 +35,15 @@ static struct usmc_lgr *lgr_list;
 /*
  * Every mapping counts against RLIMIT_AS, and a link group reserves
  * nslots x 2 rings of it (512 MiB by default) whether or not its slots are
- * used.  Under a finite limit usmc keeps its link groups within half of
- * it, as it keeps its descriptors in the top of RLIMIT_NOFILE: the program
- * keeps the other half, and a connection that would need more stays TCP
- * (limit_reached).  The limit is asked only when a link group is mapped.
+ * used.  A program under a finite limit budgeted its memory with it, so
+ * usmc keeps its link groups within an eighth of it (LGR_AS_SHARE): with
+ * the defaults that is TCP (limit_reached) below 4 GiB, where a program
+ * that allocates up to its limit would otherwise fail where TCP leaves it
+ * room (half was too much: a server and client under ulimit -v 1.5 GB
+ * failed their own 900 MB allocations).  The limit is asked only when a
+ * link group is mapped.
  */
+#define LGR_AS_SHARE	8
 static _Atomic size_t lgr_as_mapped;
 
 static bool lgr_as_fits(size_t more)
@@ -48,7 +52,7 @@ static bool lgr_as_fits(size_t more)
 
 	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return true;
-	return LOAD_RELAXED(&lgr_as_mapped) + more <= rl.rlim_cur / 2;
+	return LOAD_RELAXED(&lgr_as_mapped) + more <= rl.rlim_cur / LGR_AS_SHARE;
 }
 
 /* The link group is mapped: count it, or -E2BIG if it does not fit (an

@@ -545,8 +545,10 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 		return 0;	/* TCP tells: connect completion is a TCP event */
 	pf = LOAD_ACQUIRE(&sk->rx_p->flags);
 	cf = LOAD_ACQUIRE(&sk->tx_c->flags);
+	/* A reset: the error shows until a read, a write or SO_ERROR took
+	 * it (sk_err: SKF_ERR_TAKEN), the hang-up for good. */
 	if ((pf | cf) & CDC_F_ABORT || f & SKF_ABORTED)
-		return POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP;
+		return POLLIN | POLLOUT | POLLHUP | POLLRDHUP | (f & SKF_ERR_TAKEN ? 0 : POLLERR);
 	if (!usmc_rx_view(sk, &head, &prod) || prod - head >= usmc_rcvlowat(sk, f))
 		ev |= POLLIN | POLLRDNORM;
 	if (pf & CDC_F_DONE || f & SKF_SHUT_RD)
@@ -559,7 +561,7 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 		 * Gone with our bytes unread is TCP's RST: error and hang-up. */
 		ev |= POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM;
 		if (prod != head)
-			ev |= POLLERR | POLLHUP;
+			ev |= POLLHUP | (f & SKF_ERR_TAKEN ? 0 : POLLERR);
 	}
 	/* Hang-up, as TCP: both directions shut (their FIN, and our FIN or
 	 * the RST our write to a closed peer drew). */

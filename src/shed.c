@@ -143,7 +143,7 @@ static bool shed_conn(void)
  * groups nothing uses go (usmc_lgr_shed).  Only while no call holds a
  * socket: calls load sk->lgr and the bell numbers without sk->lock.
  * Connections still on shared memory keep theirs: the budget of lgr.c
- * keeps new link groups within half of the limit.
+ * keeps new link groups within an eighth of the limit.
  */
 void usmc_shed_address_space(void)
 {

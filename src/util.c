@@ -45,8 +45,8 @@ static const struct {
 				    "(also: moved to TCP to give descriptors back when the program ran out)",
 				    "raise the descriptor limit (ulimit -n; usmc takes three per "
 				    "link group from the top sixteenth) or USMC_LGR_SLOTS; under ulimit -v "
-				    "usmc maps link groups in at most half of it: raise it or use smaller "
-				    "rings (usmc ctl ring_size=256K)" },
+				    "usmc maps link groups in at most an eighth of it: raise it or use "
+				    "smaller rings (usmc ctl ring_size=256K)" },
 	[USMC_R_LATE]		= { "server_accepted_first", "the server accepted before the proposal was posted",
 				    "a timing race at connect; rare and harmless, nothing to do unless "
 				    "it is frequent (then report it)" },

@@ -46,7 +46,10 @@ static void reset_soerror_c(struct ctx *c)
 	t_sync_post(c->sync);
 	t_sync_wait(c->sync);
 	settle();
+	say_poll(c, "reset", c->fd, 0);
 	say(c, "so_error=%s", t_errname(so_error(c->fd)));
+	/* The error was taken: no POLLERR any more, the hang-up stays. */
+	say_poll(c, "error taken", c->fd, 0);
 	say(c, "so_error=%s", t_errname(so_error(c->fd)));
 	say(c, "read=%s", RV(read(c->fd, buf, sizeof(buf))));
 	say(c, "send(NOSIGNAL)=%s", RV(send(c->fd, "x", 1, MSG_NOSIGNAL)));
