@@ -361,6 +361,32 @@ static bool exit_private_ok(const struct usmc_sock *sk)
 	return (m != USMC_MODE_PROPOSED && m != USMC_MODE_SMCD) || (sk->lgr && sk->ctrl);
 }
 
+/*
+ * _exit(): a peer that moved to TCP while we never looked is still owed
+ * the bytes it had not read from our ring; the look that exit() makes
+ * sends them before the kernel's FIN.  Only in a process with one thread,
+ * and only while none of the connection's locks is held (a handler that
+ * interrupted one of our calls may be the one exiting).
+ */
+static bool exit_owes_peer(struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+	bool free;
+
+	if ((m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED) || !sk->tx_c ||
+	    !(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE) || pthread_mutex_trylock(&sk->lock))
+		return false;
+	free = !usmc_family_trylock(&sk->sh->tx_lock);
+	if (free) {
+		free = !usmc_family_trylock(&sk->sh->rx_lock);
+		if (free)
+			usmc_family_unlock(&sk->sh->rx_lock);
+		usmc_family_unlock(&sk->sh->tx_lock);
+	}
+	pthread_mutex_unlock(&sk->lock);
+	return free;
+}
+
 static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 {
 	struct exit_ctx *x = arg;
@@ -373,7 +399,8 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 	 * looked at again (a client that wrote, shut down and exited).  Not
 	 * at _exit(), which skips the process's cleanup, nor where our copy
 	 * cannot (looking at the answer without the slot crashed). */
-	if (x->settle && sk->kind == SK_CONN && exit_private_ok(sk)) {
+	if (sk->kind == SK_CONN && exit_private_ok(sk) &&
+	    (x->settle || (x->alone && exit_owes_peer(sk)))) {
 		usmc_sock_refresh(sk, fd);
 		if (sk_flag(sk, SKF_COUNT_LATER))
 			usmc_sock_count_late(sk, fd);

@@ -38,6 +38,8 @@
  *   idle_close         the client writes, then never looks at its socket
  *                      until it closes, while the server's end moved to TCP:
  *                      its ring bytes reach the server before the EOF.
+ *   idle_exit          the same, the client leaving with _exit() and its
+ *                      socket still open.
  *   mover_killed       a forked process of ours starts the move to TCP
  *                      (MSG_OOB) with our ring full and the peer not
  *                      reading, so the move blocks on TCP; it is killed
@@ -529,7 +531,7 @@ static void check_epoll_declined(void)
  * still in the client's ring must reach the server before the EOF (the
  * close sent the FIN without them: the server read a clean, empty stream).
  */
-static void check_idle_close(void)
+static void idle_peer(bool leave_by_exit)
 {
 	uint16_t port;
 	int lfd = t_listen(&port), p[2], s, c, fl;
@@ -545,7 +547,8 @@ static void check_idle_close(void)
 		c = t_connect(port);
 		t_write_all(c, "hello", 5);
 		t_assert(read(p[0], b, 1) == 1, "no go");
-		close(c);
+		if (!leave_by_exit)
+			close(c);
 		_exit(0);
 	}
 	close(p[0]);
@@ -568,6 +571,16 @@ static void check_idle_close(void)
 	t_tcp_conns = -1;
 }
 
+static void check_idle_close(void)
+{
+	idle_peer(false);
+}
+
+static void check_idle_exit(void)
+{
+	idle_peer(true);
+}
+
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
@@ -578,6 +591,7 @@ static const struct t_check checks[] = {
 	{ "epoll_declined", check_epoll_declined },
 	{ "mover_killed", check_mover_killed },
 	{ "idle_close", check_idle_close },
+	{ "idle_exit", check_idle_exit },
 };
 
 int main(int argc, char **argv)
