@@ -100,8 +100,10 @@ static bool stranded(struct usmc_sock *sk, int fd)
 
 bool usmc_handover_strands(struct usmc_sock *sk, int fd)
 {
+	if (sk->kind != SK_CONN)
+		return false;
 	usmc_sock_refresh(sk, fd);
-	return sk->kind == SK_CONN && stranded(sk, fd);
+	return stranded(sk, fd);
 }
 
 static void handover_conn(struct usmc_sock *sk, int fd, int reason)
