@@ -330,6 +330,18 @@ EXPORT __attribute__((no_sanitize_address)) long syscall(long nr, ...)
 	case SYS_prctl:
 		usmc_sandbox_syscall(nr, a[0], a[1]);
 		break;
+	case SYS_io_uring_setup:
+		/* libuv (1.45 on: node 20, uvloop) registers its epoll
+		 * watchers through an io_uring ring (IORING_OP_EPOLL_CTL),
+		 * which usmc never sees: its epoll_wait missed every byte
+		 * that arrived in a ring.  Refused as by a kernel without
+		 * io_uring; libuv then calls epoll_ctl (docs/design.md,
+		 * Limits). */
+		if (!usmc_opt.disable) {
+			errno = ENOSYS;
+			return -1;
+		}
+		break;
 	default:
 		break;
 	}
