@@ -364,9 +364,10 @@ static bool exit_private_ok(const struct usmc_sock *sk)
 /*
  * _exit(): a peer that moved to TCP while we never looked is still owed
  * the bytes it had not read from our ring; the look that exit() makes
- * sends them before the kernel's FIN.  Only in a process with one thread,
- * and only while none of the connection's locks is held (a handler that
- * interrupted one of our calls may be the one exiting).
+ * sends them before the kernel's FIN.  Only while none of the
+ * connection's locks is held (a handler that interrupted one of our calls
+ * may be the one exiting; another thread in a call on it keeps its bytes
+ * for its own look).
  */
 static bool exit_owes_peer(struct usmc_sock *sk)
 {
@@ -400,7 +401,7 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 	 * at _exit(), which skips the process's cleanup, nor where our copy
 	 * cannot (looking at the answer without the slot crashed). */
 	if (sk->kind == SK_CONN && exit_private_ok(sk) &&
-	    (x->settle || (x->alone && exit_owes_peer(sk)))) {
+	    (x->settle || exit_owes_peer(sk))) {
 		usmc_sock_refresh(sk, fd);
 		if (sk_flag(sk, SKF_COUNT_LATER))
 			usmc_sock_count_late(sk, fd);
