@@ -268,9 +268,14 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		usmc_sock_set_tcp(sk, reason);
 	} else {
 		sk->ln = usmc_clc_ln_ref(lsk->lst);
-		/* The controls of now (usmc ctl): later clients stay on TCP
-		 * by themselves, one that proposed is declined (server_accept). */
-		usmc_clc_ln_off(sk->ln, usmc_policy_check(lsk->bound.port, NULL));
+		/* The controls of now (usmc ctl), and a receive option rings
+		 * cannot honour set on the listener (the kernel copied it to
+		 * this socket): later clients stay on TCP by themselves, one
+		 * that proposed is declined (server_accept). */
+		reason = usmc_policy_check(lsk->bound.port, NULL);
+		if (!reason && sk_flag(lsk, SKF_RXOPT))
+			reason = USMC_R_SOCKOPT;
+		usmc_clc_ln_off(sk->ln, reason);
 		/* Short of descriptors: later clients fall back by themselves. */
 		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);
@@ -299,7 +304,6 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	struct usmc_clc_prop prop;
 	bool matched = false;
 	int reason;
-	char c;
 
 	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
 		return;
@@ -308,11 +312,13 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 		goto out;
 	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide ? CLC_DECIDE : CLC_PEEK);
 	if (reason == USMC_CLC_PENDING) {
-		/* No proposal: TCP bytes or EOF from a client that is not usmc
-		 * (or proposed too late) settle it; nothing settles nothing. */
-		ssize_t n = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		/* No proposal: TCP bytes, EOF or an error from a client that is
+		 * not usmc (or proposed too late) settle it; nothing settles
+		 * nothing.  A look, not a peek: a peek would move the program's
+		 * SO_PEEK_OFF (copied from the listener). */
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		if (sys_poll(&p, 1, 0) <= 0)
 			goto out;
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
 	}

@@ -379,8 +379,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 
 	/* TCP_FASTOPEN_CONNECT: the kernel sends the SYN with the first
 	 * write, and ours would go to the ring: no SYN, no server, ever.
+	 * A receive option rings cannot honour (interpose.c): TCP too.
 	 * Descriptors 0-2 are stdio's, which writes past us (stdstream.c). */
-	reason = sk_flag(sk, SKF_TFO) ? USMC_R_SOCKOPT :
+	reason = sk_flag(sk, SKF_TFO | SKF_RXOPT) ? USMC_R_SOCKOPT :
 		 fd <= STDERR_FILENO ? USMC_R_STDIO : usmc_conn_resources(sk, fd);
 	if (!reason)
 		reason = client_match(&sk->peer, &ln, &sk->route_ns, &dev);

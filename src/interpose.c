@@ -602,8 +602,8 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
  * Options a ring cannot honour on receive: a peek offset (SO_PEEK_OFF),
  * control messages with every read (timestamps, TCP_INQ).  Turned on for
  * a connection on shared memory, it moves to TCP (unsupported_option),
- * every byte in order; set before connect() or on a listener, the
- * connections made later do not see it (docs/design.md, Limits).
+ * every byte in order; set before connect() or on a listener, what it
+ * connects or accepts stays TCP (the same reason).
  */
 static bool ring_option(int level, int name, const void *val, socklen_t len)
 {
@@ -628,8 +628,14 @@ static bool ring_option(int level, int name, const void *val, socklen_t len)
 
 static void sockopt_to_tcp(struct usmc_sock *sk, int fd)
 {
-	if (sk->kind != SK_CONN)
+	/* Not connected yet, or a listener (the kernel copies these to the
+	 * sockets it accepts): what it connects or accepts stays TCP. */
+	if (sk->kind != SK_CONN) {
+		sk_set_flag(sk, SKF_RXOPT);
+		if (sk->kind == SK_LISTEN && sk->lst)
+			usmc_clc_ln_off(sk->lst, USMC_R_SOCKOPT);
 		return;
+	}
 	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
 		usmc_server_resolve(sk, fd, true);
 	if (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED)

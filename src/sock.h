@@ -66,6 +66,8 @@ enum usmc_sock_kind {
 #define SKF_MOVING	0x10000000	/* the move to TCP is claimed, by usmc_conn_to_tcp or
 					 * usmc_migrate_follow, the first of them (one-shot;
 					 * set and carried out under sh->move_lock) */
+#define SKF_RXOPT	0x20000000	/* a receive option rings cannot honour was set on a
+					 * socket not yet connected, or a listener (interpose.c) */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */

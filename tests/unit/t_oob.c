@@ -546,6 +546,50 @@ static void sc_rxopts(void)
 	}
 }
 
+/* The same options set before the connection: on the client's socket
+ * before connect(), on the listener before accept() (the kernel copies
+ * them to the accepted socket): that connection stays TCP. */
+static void sc_rxopts_before(void)
+{
+	struct sockaddr_in a;
+	struct msghdr m = { 0 };
+	struct iovec iov;
+	char b[8], cbuf[256];
+	uint16_t port;
+	int lfd, c, s, on = 1, zero = 0;
+
+	lfd = t_listen(&port);
+	a = t_addr(port);
+	c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+	t_ok(setsockopt(c, IPPROTO_TCP, TCP_INQ, &on, sizeof(on)));
+	t_ok(connect(c, (struct sockaddr *)&a, sizeof(a)));
+	s = t_accept(lfd);
+	t_expect_moved(c, "unsupported_option");
+	t_write_all(s, "ABCD", 4);
+	t_assert(t_wait_fd(c, POLLIN, 5000) & POLLIN, "nothing came");
+	iov = (struct iovec){ b, 4 };
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof(cbuf);
+	obs_rc("TCP_INQ before connect", recvmsg(c, &m, 0));
+	OBS("TCP_INQ before connect: cmsg %d\n", CMSG_FIRSTHDR(&m) != NULL);
+	close(c);
+	close(s);
+	t_ok(setsockopt(lfd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)));
+	c = t_connect(port);
+	s = t_accept(lfd);
+	t_write_all(c, "ABCDEFGH", 8);
+	t_assert(t_wait_fd(s, POLLIN, 5000) & POLLIN, "nothing came");
+	obs_rc("SO_PEEK_OFF on the listener, peek 4", recv(s, b, 4, MSG_PEEK));
+	obs_rc("then peek 4", recv(s, b, 4, MSG_PEEK));
+	OBS("peeked [%.4s]\n", b);
+	t_expect_moved(c, "unsupported_option");
+	close(c);
+	close(s);
+	close(lfd);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "oob", sc_oob },
 	{ "oobinline", sc_oobinline },
@@ -558,6 +602,7 @@ static const struct t_scenario scenarios[] = {
 	{ "zerocopy", sc_zerocopy },
 	{ "errqueue", sc_errqueue },
 	{ "rxopts", sc_rxopts },
+	{ "rxopts_before", sc_rxopts_before },
 };
 
 int main(int argc, char **argv)
