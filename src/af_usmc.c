@@ -286,22 +286,6 @@ void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached)
 	sk->bell_own = sk->bell_peer = -1;
 }
 
-/* A server end lets go of the client's link group in this process (the
- * bell numbers are stored -1 for calls that load them without sk->lock:
- * shed.c closes them only once no call holds a socket). */
-void usmc_conn_detach_lgr(struct usmc_sock *sk)
-{
-	if (!sk->lgr || sk->role != 'S')
-		return;
-	if (sk->bell_own >= 0)
-		usmc_lgr_bells_put(sk->lgr);
-	usmc_lgr_put(sk->lgr);
-	sk->lgr = NULL;
-	sk->ctrl = NULL;
-	__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
-}
-
 /*
  * May this connection use shared memory at all?  A socket without fork-
  * shared state (sock.c) cannot.  Descriptors: usmc's own (a link group's
@@ -614,8 +598,7 @@ void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 		else
 			connect_settle(sk, fd, (unsigned int)tcp_ev);
 	}
-	if (sk->tx_c && unlikely(LOAD_RELAXED(&sk->tx_c->flags) & CDC_F_MIGRATE) &&
-	    (sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED))
+	if (unlikely(sk_peer_moved(sk)))
 		usmc_migrate_follow(sk, fd);
 	/* Declined in the index: our queued bytes move to TCP now, not at
 	 * our next wait for the server's answer (a client that sends and
@@ -727,9 +710,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		/* The peer moved to TCP while we never looked (handed over to
 		 * another process, exec...): the bytes it had not read from
 		 * our ring follow it there before our FIN. */
-		mode = sk_mode(sk);
-		if (fd >= 0 && (mode == USMC_MODE_SMCD || mode == USMC_MODE_PROPOSED) &&
-		    sk->tx_c && (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
+		if (fd >= 0 && sk_peer_moved(sk))
 			usmc_migrate_follow(sk, fd);
 		/* A proposed client leaves its proposal: the server may still
 		 * match it and read the bytes we queued (then see our close),
@@ -756,30 +737,6 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	sk->ln = NULL;
 	usmc_stats_conn_free(sk->st);
 	sk->st = NULL;
-}
-
-/*
- * The last descriptor of this process closed while other processes keep
- * the socket (a forking server's parent after handing it to a worker):
- * drop only what this process holds: a listener's index; a connection's
- * references to the listener index and, on the server side, to the client's link group
- * (lgr.c prunes it once idle and its owner is gone).  A client's own link
- * group stays referenced: its slot lives on in the other process.
- */
-void usmc_sock_detach_local(struct usmc_sock *sk)
-{
-	/* A listener: our own lock on its index goes; the other processes
-	 * that listen on the socket hold theirs (listener.c). */
-	if (sk->kind == SK_LISTEN && sk->lst) {
-		usmc_clc_ln_put(sk->lst);
-		sk->lst = NULL;
-	}
-	if (sk->kind != SK_CONN)
-		return;
-	usmc_conn_detach_lgr(sk);
-	if (sk->ln)
-		usmc_clc_ln_put(sk->ln);
-	sk->ln = NULL;
 }
 
 void usmc_sock_release(struct usmc_sock *sk, int fd)

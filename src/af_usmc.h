@@ -60,7 +60,6 @@ struct usmc_lgr;
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
 			bool fresh);
 void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached);
-void usmc_conn_detach_lgr(struct usmc_sock *sk);
 /* Both ends: the connection is on shared memory from now on. */
 void usmc_conn_established(struct usmc_sock *sk);
 /* accept.c: an undecided server connection looks for a proposal (cheap). */

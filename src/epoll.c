@@ -90,11 +90,7 @@ bool ep_want_translated(struct usmc_sock *sk)
  */
 bool ep_want_undecided(struct usmc_sock *sk)
 {
-	uint32_t m = sk_mode(sk);
-
-	return sk->kind == SK_CONN &&
-	       (m == USMC_MODE_UNDECIDED ||
-		(m == USMC_MODE_TCP && sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)));
+	return sk->kind == SK_CONN && (sk_mode(sk) == USMC_MODE_UNDECIDED || sk_owes_bytes(sk));
 }
 
 /* FIN/RST/connect completion on the TCP entry: news for every record of

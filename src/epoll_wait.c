@@ -115,11 +115,7 @@ uint32_t ep_reg_due(const struct usmc_epreg *r)
  */
 static bool reg_peer_moved(const struct usmc_epreg *r)
 {
-	const struct usmc_sock *sk = r->sk;
-	uint32_t m = sk_mode(sk);
-
-	return (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED) && sk->tx_c &&
-	       (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE);
+	return sk_peer_moved(r->sk);
 }
 
 /* Due, or to be looked at: what arming and the watch list check. */

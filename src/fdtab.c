@@ -371,11 +371,9 @@ static bool exit_private_ok(const struct usmc_sock *sk)
  */
 static bool exit_owes_peer(struct usmc_sock *sk)
 {
-	uint32_t m = sk_mode(sk);
 	bool free;
 
-	if ((m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED) || !sk->tx_c ||
-	    !(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE) || pthread_mutex_trylock(&sk->lock))
+	if (!sk_peer_moved(sk) || pthread_mutex_trylock(&sk->lock))
 		return false;
 	free = !usmc_family_trylock(&sk->sh->tx_lock);
 	if (free) {

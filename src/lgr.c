@@ -46,6 +46,12 @@ static struct usmc_lgr *lgr_list;
 #define LGR_AS_SHARE	8
 static _Atomic size_t lgr_as_mapped;
 
+/* What nslots slots of ring_size rings reserve (the control blocks aside). */
+static size_t lgr_rings_bytes(uint32_t nslots, uint32_t ring_size)
+{
+	return (size_t)nslots * 2 * ring_size;
+}
+
 static bool lgr_as_fits(size_t more)
 {
 	struct rlimit rl;
@@ -217,7 +223,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	l->ln_id = ln_id;
 	l->nslots = (uint32_t)usmc_opt.lgr_slots;
 	l->ring_size = (uint32_t)usmc_opt.ring_size;
-	if (!lgr_as_fits((size_t)l->nslots * 2 * l->ring_size)) {
+	if (!lgr_as_fits(lgr_rings_bytes(l->nslots, l->ring_size))) {
 		free(l);
 		return USMC_R_LIMIT;
 	}
@@ -328,7 +334,7 @@ int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr 
 	/* Before mapping it (a refused mmap would read as out_of_memory):
 	 * peers usually share the geometry; lgr_as_take checks the real one. */
 	rc = -E2BIG;
-	if (!lgr_as_fits((size_t)usmc_opt.lgr_slots * 2 * (size_t)usmc_opt.ring_size))
+	if (!lgr_as_fits(lgr_rings_bytes((uint32_t)usmc_opt.lgr_slots, (uint32_t)usmc_opt.ring_size)))
 		goto out_fd;
 	rc = -ENOMEM;
 	l = lgr_alloc(id, false, dev);

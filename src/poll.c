@@ -117,10 +117,10 @@ static bool poll_undecided_moved(struct pollfd *fds, nfds_t n)
  */
 static bool poll_owes(struct usmc_sock *sk, int fd)
 {
-	if (sk_mode(sk) != USMC_MODE_TCP || !sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP))
+	if (!sk_owes_bytes(sk))
 		return false;
 	usmc_tcp_skip_wake(sk, fd, true);
-	return sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP);
+	return sk_owes_bytes(sk);
 }
 
 /* After the kernel said readable: take what is owed, then ask the kernel
@@ -135,8 +135,7 @@ static int poll_settle_owed(struct pollfd *fds, nfds_t n)
 
 		if ((fds[j].revents & POLLIN) && fds[j].fd >= 0 &&
 		    (sk = usmc_fd_get(fds[j].fd))) {
-			if (sk_mode(sk) == USMC_MODE_TCP &&
-			    sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) {
+			if (sk_owes_bytes(sk)) {
 				struct pollfd p = { .fd = fds[j].fd, .events = fds[j].events };
 
 				usmc_tcp_skip_wake(sk, fds[j].fd, true);

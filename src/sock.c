@@ -180,3 +180,43 @@ void usmc_sock_put_last(struct usmc_sock *sk, int fd)
 	sk->sh = NULL;
 	pool_put(sk);
 }
+
+/* A server end lets go of the client's link group in this process (the
+ * bell numbers are stored -1 for calls that load them without sk->lock:
+ * shed.c closes them only once no call holds a socket). */
+void usmc_conn_detach_lgr(struct usmc_sock *sk)
+{
+	if (!sk->lgr || sk->role != 'S')
+		return;
+	if (sk->bell_own >= 0)
+		usmc_lgr_bells_put(sk->lgr);
+	usmc_lgr_put(sk->lgr);
+	sk->lgr = NULL;
+	sk->ctrl = NULL;
+	__atomic_store_n(&sk->bell_own, -1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sk->bell_peer, -1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * The last descriptor of this process closed while other processes keep
+ * the socket (a forking server's parent after handing it to a worker):
+ * drop only what this process holds: a listener's index; a connection's
+ * references to the listener index and, on the server side, to the client's link group
+ * (lgr.c prunes it once idle and its owner is gone).  A client's own link
+ * group stays referenced: its slot lives on in the other process.
+ */
+void usmc_sock_detach_local(struct usmc_sock *sk)
+{
+	/* A listener: our own lock on its index goes; the other processes
+	 * that listen on the socket hold theirs (listener.c). */
+	if (sk->kind == SK_LISTEN && sk->lst) {
+		usmc_clc_ln_put(sk->lst);
+		sk->lst = NULL;
+	}
+	if (sk->kind != SK_CONN)
+		return;
+	usmc_conn_detach_lgr(sk);
+	if (sk->ln)
+		usmc_clc_ln_put(sk->ln);
+	sk->ln = NULL;
+}

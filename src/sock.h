@@ -341,6 +341,27 @@ static inline bool sk_is_smc_path(const struct usmc_sock *sk)
 				       m == USMC_MODE_MIGRATING || m == USMC_MODE_UNDECIDED);
 }
 
+/*
+ * The peer left shared memory (CDC_F_MIGRATE on the line it writes for
+ * us) while this end is still on the rings: it is owed the bytes it had
+ * not read from our ring, on TCP (usmc_migrate_follow).
+ */
+static inline bool sk_peer_moved(const struct usmc_sock *sk)
+{
+	uint32_t m = sk_mode(sk);
+
+	return (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED) && sk->tx_c &&
+	       (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE);
+}
+
+/* On TCP with a byte still owed that is not the program's (a CLC wake or
+ * decline byte, bytes a move to TCP sent again: usmc_tcp_skip_wake takes
+ * them): the kernel says readable where TCP would not. */
+static inline bool sk_owes_bytes(const struct usmc_sock *sk)
+{
+	return sk_mode(sk) == USMC_MODE_TCP && sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP);
+}
+
 /* sock.c: lifecycle */
 struct usmc_sock *usmc_sock_new(int fd, int kind);
 /* A local object for an existing shared half (exec adoption). */
@@ -365,6 +386,8 @@ bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
 /* The family's last descriptor is gone: close protocol, free resources. */
 void usmc_sock_release(struct usmc_sock *sk, int fd);
 void usmc_sock_detach_local(struct usmc_sock *sk);
+/* A server end lets go of the client's link group here (sock.c). */
+void usmc_conn_detach_lgr(struct usmc_sock *sk);
 
 /* af_usmc.c: socket calls */
 int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len);
