@@ -533,6 +533,27 @@ static void ep_watch_scan(struct usmc_ep *ep)
  * and this instance's, and dropped otherwise; a call whose kernel events
  * were all ours waits on until its timeout.
  */
+/*
+ * The level-triggered records the last call reported (ep->again), none of
+ * them due any more: the program read or wrote what they said.  Dropping
+ * them first leaves the call where one that found nothing is: it spins
+ * and sleeps as usual (looking at the kernel while it spins, and once a
+ * ring turns ready), instead of asking the kernel for its events first,
+ * a system call per request for a server whose instance also holds its
+ * listener.  The kernel drops such entries at its next look just the same.
+ * Only records on the rings now; anything else takes the kernel's look.
+ */
+static bool again_stale(const struct usmc_ep *ep)
+{
+	const struct usmc_epreg *r;
+
+	for (r = ep->again; r; r = r->ready_next)
+		if (!r->translated || r->disabled || sk_mode(r->sk) != USMC_MODE_SMCD ||
+		    sk_flag(r->sk, SKF_CONNECTING) || reg_wants_look(r))
+			return false;
+	return true;
+}
+
 int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 		    const struct timespec *ts, const sigset_t *mask, enum usmc_epw how)
 {
@@ -567,6 +588,8 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		ep_watch_scan(ep);
 		ep_spared_scan(ep);
 		n = ep_collect(ep, false, events, maxevents, call);
+		if (!n && ep->again && again_stale(ep))
+			n = ep_collect(ep, true, events, maxevents, call);
 		room = MIN(maxevents - n, EP_MAXEV);
 		k = 0;
 		if (!n && !ep->again && timeout != 0 && ep->ntranslated) {
