@@ -96,7 +96,7 @@ static void kick_ring(struct usmc_sock *sk, _Atomic uint32_t *waiting)
 	int peer = usmc_lgr_side(sk->lgr) ^ 1;
 
 	if (LOAD_RELAXED(waiting) || LOAD_RELAXED(usmc_lgr_sleepers(sk->lgr, peer))) {
-		sk->lgr->dev->signal(sk->bell_peer);
+		sk->lgr->dev->signal(sk->lgr, sk->bell_peer);
 		STAT_INC(doorbells);
 	} else {
 		/* After rung_publish: whoever sees the count sees what the
@@ -155,7 +155,7 @@ void usmc_ring_lines(struct usmc_lgr *l, int bell, struct usmc_cdc_prod *my_p,
 	FENCE(memory_order_seq_cst);
 	rung_publish(&my_p->data_rung, &my_p->data_rung_ns, LOAD_RELAXED(&peer_c->data_armed));
 	rung_publish(&my_c->space_rung, &my_c->space_rung_ns, LOAD_RELAXED(&peer_p->space_armed));
-	l->dev->signal(bell);
+	l->dev->signal(l, bell);
 }
 
 void usmc_ring_peer(struct usmc_sock *sk)
@@ -166,7 +166,7 @@ void usmc_ring_peer(struct usmc_sock *sk)
 void usmc_ring_own(struct usmc_sock *sk)
 {
 	atomic_fetch_add(&sk->sh->own_rung, 1);
-	sk->lgr->dev->signal(sk->bell_own);
+	sk->lgr->dev->signal(sk->lgr, sk->bell_own);
 }
 
 void usmc_publish_cpu(struct usmc_sock *sk, int cpu)

@@ -97,10 +97,12 @@ struct usmc_dev_ops {
 	 * newer value of ours, never back.  The peer's lines in our view are
 	 * what its publishes made them. */
 	void (*publish)(struct usmc_lgr *lgr, uint32_t off, uint32_t len);
-	/* Wake every waiter watching bell; drain: empty it (signal does,
-	 * when it is full). */
-	void (*signal)(int bell);
-	void (*drain)(int bell);
+	/* Wake every waiter watching bell, one of lgr's doorbells (from
+	 * attach_bells, either side's): the link group says where a doorbell
+	 * that is not a descriptor goes (ivshmem: the peer's id and vector).
+	 * Waiters watch edges and never read: a device empties what would
+	 * refuse the next signal itself. */
+	void (*signal)(struct usmc_lgr *lgr, int bell);
 };
 
 extern const struct usmc_dev_ops usmc_dev_loopback;

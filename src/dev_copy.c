@@ -192,7 +192,6 @@ const struct usmc_dev_ops usmc_dev_copy = {
 	.move_data = copy_move_data,
 	.publish = copy_publish,
 	.signal = usmc_lo_signal,
-	.drain = usmc_lo_drain,
 };
 
 #endif

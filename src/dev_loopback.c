@@ -374,7 +374,7 @@ int usmc_lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off
 	return 0;
 }
 
-void usmc_lo_drain(int bell)
+static void lo_drain(int bell)
 {
 	char buf[4096];
 
@@ -389,12 +389,12 @@ void usmc_lo_drain(int bell)
  * A full FIFO would refuse the write, and with it the edge: empty it (we
  * hold it read-write) and write again.
  */
-void usmc_lo_signal(int bell)
+void usmc_lo_signal(struct usmc_lgr *l, int bell)
 {
 	static const char one = 1;
 
 	if (sys_write(bell, &one, 1) == -EAGAIN) {
-		usmc_lo_drain(bell);
+		lo_drain(bell);
 		(void)sys_write(bell, &one, 1);
 	}
 }
@@ -414,5 +414,4 @@ const struct usmc_dev_ops usmc_dev_loopback = {
 	.dmb_reserve = usmc_lo_dmb_reserve,
 	.dmb_release = usmc_lo_dmb_release,
 	.signal = usmc_lo_signal,
-	.drain = usmc_lo_drain,
 };

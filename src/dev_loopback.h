@@ -21,7 +21,6 @@ int usmc_lo_register_dmb(struct usmc_lgr *l, uint32_t slot);
 int usmc_lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *peer);
 int usmc_lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len);
 int usmc_lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len);
-void usmc_lo_drain(int bell);
-void usmc_lo_signal(int bell);
+void usmc_lo_signal(struct usmc_lgr *l, int bell);
 
 #endif

@@ -387,7 +387,7 @@ restart:
 		 * interrupted: make that one look again. */
 		for (i = 0; usmc_waitset_nested(level) && i < nent; i++)
 			if (ent[i].sk->bell_own >= 0)
-				ent[i].sk->lgr->dev->signal(ent[i].sk->bell_own);
+				ent[i].sk->lgr->dev->signal(ent[i].sk->lgr, ent[i].sk->bell_own);
 		usmc_waitset_leave(level);
 		if (rc < 0 && !ready)
 			goto out;

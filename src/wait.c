@@ -451,7 +451,7 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	/* A handler's wait on the instance of the wait it interrupted may
 	 * have taken that one's edge: make it look again. */
 	if (usmc_waitset_nested(level) && sk->bell_own >= 0)
-		sk->lgr->dev->signal(sk->bell_own);
+		sk->lgr->dev->signal(sk->lgr, sk->bell_own);
 	usmc_waitset_leave(level);
 	return rc;
 }
