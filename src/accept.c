@@ -180,6 +180,10 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 		 * wake byte. */
 		if (p->wake && reason != USMC_R_UNBOUND)
 			sk_set_flag(sk, SKF_WAKEBYTE);
+		/* On stdin, stdout or stderr stdio's reads are not ours:
+		 * the wake byte must be gone before they begin. */
+		if (reason == USMC_R_STDIO)
+			usmc_tcp_take_owed(sk, fd);
 		if (!reason) {
 			if (!installed)
 				usmc_check_tcp_fd(sk, fd, false);
@@ -278,7 +282,11 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		usmc_clc_ln_off(sk->ln, reason);
 		/* Short of descriptors: later clients fall back by themselves. */
 		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
-		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_ACCEPT);
+		/* On stdin, stdout or stderr: TCP now (stdstream.c), not
+		 * undecided, which would leave a late client's wake byte to
+		 * stdio's reads, which are not ours. */
+		reason = usmc_clc_match(sk->ln, &sk->peer, &prop,
+					nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
 		if (reason == USMC_CLC_PENDING) {
 			/* Rarely: the client is still between connect() and its
 			 * proposal.  Decide when the application acts. */

@@ -586,6 +586,28 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 	return unlikely(sk_flag(sk, SKF_TCP_DUP)) ? usmc_migrate_skip_dup(sk, fd, nonblock) : 0;
 }
 
+/*
+ * Owed bytes (sk_owes_bytes) are on their way: each flag is set only once
+ * the peer is committed to send them (its wake byte after PROPOSED+W, the
+ * server's decline byte after DECLINED, a leaver's ring from its published
+ * point).  Wait for them here when the next reader will not skip them:
+ * a process the socket is handed to, a new image without libusmc, glibc's
+ * stdio, whose reads are its own (stdstream.c).  A peer that ends or
+ * resets first: the reader sees that instead.
+ */
+void usmc_tcp_take_owed(struct usmc_sock *sk, int fd)
+{
+	while (sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		int rc = usmc_tcp_skip_wake(sk, fd, true);
+
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+			sys_poll(&p, 1, -1);
+		else if (rc != -EINTR)
+			break;	/* taken, an error, or EOF before it */
+	}
+}
+
 void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 {
 	bool unbound = false;

@@ -158,9 +158,10 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	if (c->plain) {
 		/* The new program will not have libusmc: its connections
 		 * continue on TCP, every byte in order (migrate.c). */
-		if (sk->kind == SK_CONN)
+		if (sk->kind == SK_CONN) {
 			usmc_conn_leave(sk, fd, c->spawn ? USMC_R_SPAWN : USMC_R_EXEC_PLAIN);
-		else if (sk->kind == SK_LISTEN)
+			usmc_tcp_take_owed(sk, fd);	/* it would read a CLC byte */
+		} else if (sk->kind == SK_LISTEN)
 			usmc_handover_listener(sk);
 		else
 			usmc_handover_bound(sk, fd);

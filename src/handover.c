@@ -127,16 +127,8 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 		return;
 	}
 	/* The one CLC byte the peer sends ahead of its TCP data (a wake
-	 * byte, or the server's decline byte) must not reach the receiver.
-	 * It is on its way (the flag is set only once it is owed). */
-	while (sk_flag(sk, SKF_WAKEBYTE)) {
-		int rc = usmc_tcp_skip_wake(sk, fd, true);
-
-		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
-			wait_fd(fd, POLLIN | POLLRDHUP);
-		else if (rc != -EINTR)
-			break;	/* taken, an error, or EOF before it: the receiver reads that */
-	}
+	 * byte, or the server's decline byte) must not reach the receiver. */
+	usmc_tcp_take_owed(sk, fd);
 }
 
 /*

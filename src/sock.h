@@ -409,6 +409,9 @@ static inline void usmc_sock_refresh(struct usmc_sock *sk, int fd)
 void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide);
 /* TCP-mode server after a late decline: drop the client's wake byte. */
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
+/* The same, waiting for what is owed: before the descriptor goes where
+ * reads bypass usmc (another process, an image without libusmc, stdio). */
+void usmc_tcp_take_owed(struct usmc_sock *sk, int fd);
 /* A reset: mark, count, wake. */
 void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
 /* Has the peer reset the connection?  Then so have we. */

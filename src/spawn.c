@@ -213,9 +213,10 @@ static void spawn_leave(int fd)
 
 	if (!sk)
 		return;
-	if (sk->kind == SK_CONN)
+	if (sk->kind == SK_CONN) {
 		usmc_conn_leave(sk, fd, USMC_R_SPAWN);
-	else if (sk->kind == SK_LISTEN)
+		usmc_tcp_take_owed(sk, fd);	/* the child may read past usmc */
+	} else if (sk->kind == SK_LISTEN)
 		usmc_handover_listener(sk);	/* the child cannot answer proposals */
 	else
 		usmc_handover_bound(sk, fd);	/* ... nor publish what it listens on */

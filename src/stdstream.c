@@ -54,6 +54,8 @@ void usmc_stdio_leave(int fd)
 			sys_poll(&p, 1, -1);
 		}
 		usmc_conn_leave(sk, fd, USMC_R_STDIO);
+		/* A CLC byte still owed: stdio's reads would take it. */
+		usmc_tcp_take_owed(sk, fd);
 	}
 	usmc_sock_put(sk);
 }

@@ -18,6 +18,15 @@
  *   dprintf      dprintf() into a connection: on shared memory throughout
  *   connect_fd0  a socket that is descriptor 0 connects: TCP from the start
  *   accept_fd0   accept() returns descriptor 0: declined, TCP
+ *   late_exec_plain   inetd, systemd-socket-activate --inetd: the client's
+ *                proposal comes after accept() (USMC_FAULT=late: it owes
+ *                the server one CLC wake byte); a child moves the
+ *                connection onto 0 and 1 and execs cat without libusmc,
+ *                which must not read that byte
+ *   late_stdio_read   the same, the child reading with fgets(stdin) under
+ *                usmc (glibc's own reads: tcpserver + sed)
+ *   late_accept_fd0   accept() returns descriptor 0 before the client
+ *                proposed; fgets(stdin) reads it
  *
  * Differential (t_selfdiff.h): the program runs itself again with
  * USMC_DISABLE=1 and the transcripts (every byte each end received, in
@@ -214,6 +223,149 @@ static void sc_accept_fd0(void)
 	fd0_back(saved);
 }
 
+/* ---- a client whose proposal comes after accept() ----------------------- */
+
+/* Role "late-client PORT FD" (USMC_FAULT=late): send a line, end, read
+ * the echo until EOF and hand it to the test through FD. */
+static int late_client_main(const char *port, const char *fd)
+{
+	int sync = atoi(fd), c = t_connect((uint16_t)atoi(port));
+	char buf[256];
+	size_t len = 0;
+	ssize_t n;
+
+	t_write_all(c, "hello\n", 6);
+	t_ok(shutdown(c, SHUT_WR));
+	while ((n = read(c, buf + len, sizeof(buf) - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		t_assert(n > 0, "late client: read: %s", t_errname(errno));
+		len += (size_t)n;
+		t_assert(len < sizeof(buf), "late client: too much");
+	}
+	t_write_all(sync, buf, len);
+	close(c);
+	return 0;
+}
+
+static pid_t late_client(uint16_t port, int *from)
+{
+	char p[16], f[16];
+	int sv[2];
+	pid_t pid;
+
+	t_sync_pair(sv);
+	snprintf(p, sizeof(p), "%u", port);
+	snprintf(f, sizeof(f), "%d", sv[1]);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		char *argv[] = { (char *)"t_stdio", (char *)"late-client", p, f, NULL };
+
+		close(sv[0]);
+		setenv("USMC_FAULT", "late", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	*from = sv[0];
+	return pid;
+}
+
+/* What the late client got back, byte for byte (a NUL shows as \0). */
+static void late_obs(int from, pid_t pid, const char *how)
+{
+	char buf[256], out[1024];
+	size_t len = 0, o = 0, i;
+	ssize_t n;
+
+	while ((n = read(from, buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)n;
+	for (i = 0; i < len && o < sizeof(out) - 8; i++)
+		o += (size_t)snprintf(out + o, sizeof(out) - o, buf[i] >= ' ' && buf[i] < 127 ?
+				      "%c" : "\\%o", buf[i]);
+	out[o] = '\0';
+	OBS("%s: client got %zu bytes: [%s]\n", how, len, out);
+	close(from);
+	t_wait_child(pid, "late client");
+}
+
+/* The child: the connection on 0 and 1, then exec cat without libusmc,
+ * or echo one line with stdio. */
+static void late_serve(int s, bool exec_plain)
+{
+	char line[64];
+
+	t_ok(dup2(s, 0));
+	t_ok(dup2(s, 1));
+	close(s);
+	if (exec_plain) {
+		char *argv[] = { (char *)"cat", NULL };
+
+		unsetenv("LD_PRELOAD");
+		execv("/bin/cat", argv);
+		_exit(127);
+	}
+	while (fgets(line, sizeof(line), stdin))
+		fputs(line, stdout);
+	fflush(stdout);
+	_exit(0);
+}
+
+static void late_child(bool exec_plain, const char *how)
+{
+	uint16_t port;
+	int l = t_listen(&port), from, s;
+	pid_t cl = late_client(port, &from), kid;
+
+	s = t_accept(l);
+	fflush(stdout);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		close(l);
+		close(from);
+		late_serve(s, exec_plain);
+	}
+	close(s);
+	late_obs(from, cl, how);
+	t_wait_child(kid, how);
+	close(l);
+}
+
+static void sc_late_exec_plain(void)
+{
+	late_child(true, "exec cat without usmc");
+}
+
+static void sc_late_stdio_read(void)
+{
+	late_child(false, "fgets(stdin)");
+}
+
+static void sc_late_accept_fd0(void)
+{
+	uint16_t port;
+	int l = t_listen(&port), from;
+	pid_t cl = late_client(port, &from), kid;
+
+	fflush(stdout);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		char line[64];
+		int s;
+
+		close(from);
+		close(0);
+		s = t_accept(l);
+		t_assert(s == 0, "accept got descriptor %d, not 0", s);
+		while (fgets(line, sizeof(line), stdin))
+			t_write_all(0, line, strlen(line));
+		_exit(0);
+	}
+	late_obs(from, cl, "accepted as fd 0");
+	t_wait_child(kid, "fd 0 server");
+	close(l);
+}
+
 static const struct t_scenario scenarios[] = {
 	{ "exec_stdio", sc_exec_stdio },
 	{ "dup2_stdout", sc_dup2_stdout },
@@ -221,6 +373,9 @@ static const struct t_scenario scenarios[] = {
 	{ "dprintf", sc_dprintf },
 	{ "connect_fd0", sc_connect_fd0 },
 	{ "accept_fd0", sc_accept_fd0 },
+	{ "late_exec_plain", sc_late_exec_plain },
+	{ "late_stdio_read", sc_late_stdio_read },
+	{ "late_accept_fd0", sc_late_accept_fd0 },
 };
 
 int main(int argc, char **argv)
@@ -228,5 +383,7 @@ int main(int argc, char **argv)
 	t_name = "t_stdio";
 	if (argc == 2 && !strcmp(argv[1], "--stdio-child"))
 		return stdio_child();
+	if (argc == 4 && !strcmp(argv[1], "late-client"))
+		return late_client_main(argv[2], argv[3]);
 	return t_selfdiff_main(argc, argv, scenarios, ARRAY_LEN(scenarios));
 }
