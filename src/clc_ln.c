@@ -267,6 +267,36 @@ int usmc_clc_ln_join(uint64_t id, struct usmc_clc_ln **out)
 	return 0;
 }
 
+/* A cached index whose listener is gone: closed, poisoned, or (look):
+ * its owner family let go of the lock. */
+static bool ln_gone(const struct usmc_clc_ln *ln, bool look)
+{
+	return usmc_clc_ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed) ||
+	       (look && !usmc_lock_held(ln->fd, 0));
+}
+
+/*
+ * Drop the cache's reference to indexes of listeners that are gone
+ * (holders keep theirs): each costs a descriptor and its mapping, and a
+ * program that connects to a new listener now and then (FTP data
+ * connections, test suites) would otherwise run out of descriptors where
+ * TCP does not.  On every miss; owners that died are looked for then
+ * only, a lock test each.  Caller holds ln_cache_lock.
+ */
+static void ln_cache_prune(void)
+{
+	struct usmc_clc_ln *ln, **pp = &ln_cache;
+
+	while ((ln = *pp)) {
+		if (ln_gone(ln, true)) {
+			*pp = ln->next;
+			usmc_clc_ln_put(ln);
+		} else {
+			pp = &ln->next;
+		}
+	}
+}
+
 int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 {
 	struct usmc_clc_ln *ln, **pp;
@@ -277,6 +307,7 @@ int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 		if (ln->id == id)
 			break;
 	if (!ln) {
+		ln_cache_prune();
 		rc = ln_open(id, &ln);
 		if (rc)
 			goto out;
@@ -286,7 +317,7 @@ int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 	}
 	/* Liveness: the owner family holds the lock for as long as it lives.
 	 * A truncated index is dropped: the next lookup opens it afresh. */
-	if (usmc_clc_ln_poisoned(ln) || LOAD_ACQUIRE(&ln->idx->closed) || !usmc_lock_held(ln->fd, 0)) {
+	if (ln_gone(ln, true)) {
 		rc = usmc_clc_ln_poisoned(ln) ? -EBADMSG : -ESRCH;
 		*pp = ln->next;
 		usmc_clc_ln_put(ln);

@@ -17,6 +17,11 @@
  *                the second child (Varnish's manager)
  *   after_exit   the same with a first child that exits normally with the
  *                listener open (it unregisters on its way out)
+ *   churn        one listener per connection, each closed after one
+ *                exchange on shared memory (FTP data connections, test
+ *                suites): the descriptors usmc keeps do not grow with the
+ *                number of listeners (before: one per listener connected
+ *                to, EMFILE where TCP ran on)
  *
  * Each check runs in its own process; the counters must show exactly the
  * expected connections on shared memory and no fallback.
@@ -24,6 +29,8 @@
  * usage: t_relisten [check...]
  */
 #include "t_util.h"
+
+#include <dirent.h>
 
 #define CONNS 3
 
@@ -130,10 +137,55 @@ static void check_after_exit(void)
 	restart(false, false);
 }
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	t_assert(d, "opendir /proc/self/fd: %s", t_errname(errno));
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void churn(int rounds)
+{
+	int i;
+
+	for (i = 0; i < rounds; i++) {
+		uint16_t port;
+		int l = t_listen(&port), c = t_connect(port), s = t_accept(l);
+
+		t_xfer(c, s, "to server");
+		t_xfer(s, c, "to client");
+		t_assert_smc(c);
+		t_assert_smc(s);
+		t_smc_pairs++;
+		close(c);
+		close(s);
+		close(l);
+	}
+}
+
+static void check_churn(void)
+{
+	int before, after;
+
+	churn(40);
+	before = open_fds();
+	churn(300);
+	after = open_fds();
+	t_assert(after - before < 16, "open descriptors %d after 40 listeners, %d after 340",
+		 before, after);
+}
+
 static const struct t_check checks[] = {
 	{ "after_kill", check_after_kill },
 	{ "after_kill_rebind", check_after_kill_rebind },
 	{ "after_exit", check_after_exit },
+	{ "churn", check_churn },
 };
 
 int main(int argc, char **argv)
