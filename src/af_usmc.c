@@ -769,6 +769,18 @@ void usmc_sock_release(struct usmc_sock *sk, int fd)
 		usmc_conn_release(sk, fd);
 }
 
+/* One look at the open file, only where a sleep follows (it costs more);
+ * what libc's fcntl and ioctl set we know already (interpose.c). */
+bool usmc_sock_nonblock_now(struct usmc_sock *sk, int fd)
+{
+	int fl = fd >= 0 ? sys_fcntl(fd, F_GETFL, 0) : -1;
+
+	if (fl < 0 || !(fl & O_NONBLOCK))
+		return false;
+	sk_set_flag(sk, SKF_NONBLOCK);
+	return true;
+}
+
 int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname)
 {
 	_Atomic uint64_t *c = &sk->sh->timeo[optname == SO_SNDTIMEO];

@@ -206,6 +206,8 @@ ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcn
 			return -EAGAIN;
 		if (timeout == -1)
 			timeout = usmc_sock_timeout(sk, fd, SO_RCVTIMEO);
+		if (usmc_sock_nonblock_now(sk, fd))
+			return -EAGAIN;
 		rc = real.poll(&p, 1, timeout);
 		if (rc == 0)
 			return -EAGAIN;

@@ -439,6 +439,8 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms)
 	/* Going to sleep: a ring of ours that grew gives back what it no
 	 * longer holds (tx_backing.c). */
 	usmc_tx_idle_check(sk);
+	if (timeout_ms != 0 && usmc_sock_nonblock_now(sk, fd))
+		return -EAGAIN;
 	level = usmc_waitset_enter();
 	ws = usmc_waitset_fd(level);
 	if (ws >= 0 && (sk->bell_own < 0 || usmc_waitset_watch(level, sk->lgr, sk->bell_own)))

@@ -28,6 +28,10 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd);
 void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
 /* SO_RCVTIMEO / SO_SNDTIMEO in ms, -1 for none. */
 int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
+/* About to sleep in a call the program made blocking: is the open file
+ * O_NONBLOCK after all (set past libc: a raw ioctl or fcntl system call,
+ * rustix)?  Then the call says EAGAIN, as TCP would. */
+bool usmc_sock_nonblock_now(struct usmc_sock *sk, int fd);
 /* A peer on our CPU gets it (sched_yield) this often before we sleep. */
 #define USMC_WAIT_YIELDS	4
 

@@ -6,6 +6,10 @@
  * reach usmc even when another library (here: this program) defines
  * read/recv/recvfrom/poll.
  *
+ * raw_nonblock: O_NONBLOCK set past libc (a raw ioctl(FIONBIO) system
+ * call, as Rust's rustix does for async-io and smol) on an accelerated
+ * connection: recv and send say EAGAIN, as TCP's, instead of waiting.
+ *
  * Differential (t_selfdiff.h): the transcript under usmc equals the one
  * with USMC_DISABLE=1; under usmc every connection stays on shared memory.
  */
@@ -13,6 +17,7 @@
 #include "t_selfdiff.h"
 
 #include <dlfcn.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 
 /*
@@ -319,6 +324,44 @@ static void sc_chk(void)
 	end_pair(c, s);
 }
 
+/* A system call no wrapper sees (not even libc's syscall()). */
+static long raw_syscall3(long n, long a, long b, long c)
+{
+#if defined(__x86_64__)
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	return ret;
+#elif defined(__aarch64__)
+	register long x8 __asm__("x8") = n, x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b, x2 __asm__("x2") = c;
+
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+	return x0;
+#else
+	return syscall(n, a, b, c);
+#endif
+}
+
+static void sc_raw_nonblock(void)
+{
+	static char buf[1 << 16];
+	int c, s, one = 1;
+	ssize_t n;
+
+	t_pair_smc(&c, &s);
+	t_assert(raw_syscall3(SYS_ioctl, s, FIONBIO, (long)&one) == 0, "raw ioctl");
+	t_assert(raw_syscall3(SYS_ioctl, c, FIONBIO, (long)&one) == 0, "raw ioctl");
+	n = recv(s, buf, 1, 0);
+	T_OBS("recv on an empty connection: %zd %s\n", n, n < 0 ? t_errname(errno) : "");
+	do
+		n = send(c, buf, sizeof(buf), 0);
+	while (n > 0);
+	T_OBS("send until full: %zd %s\n", n, n < 0 ? t_errname(errno) : "");
+	end_pair(c, s);
+}
+
 /* execv, execl and vfork reach usmc's own exec and fork, not these. */
 static void sc_exec_fork(void)
 {
@@ -377,6 +420,7 @@ static const struct t_scenario scenarios[] = {
 	{ "mmsg_eof", sc_mmsg_eof },
 	{ "sendmmsg", sc_sendmmsg },
 	{ "chk", sc_chk },
+	{ "raw_nonblock", sc_raw_nonblock },
 	{ "exec_fork", sc_exec_fork },
 };
 
