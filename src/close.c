@@ -15,6 +15,7 @@
  */
 #include "af_usmc.h"
 #include "close.h"
+#include "epoll.h"
 #include "lgr.h"
 #include "migrate.h"
 #include "real.h"
@@ -72,6 +73,7 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 		usmc_kick_data(sk);
 		usmc_ring_own(sk);
 	}
+	usmc_epoll_sock_edge(sk);
 	(void)fd;
 	return 0;
 }

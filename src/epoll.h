@@ -32,6 +32,8 @@ void usmc_epoll_mark_nested(int epfd);
 /* A socket watched through a nested epoll was read: refresh what the
  * outer level sees. */
 void usmc_epoll_sock_changed(struct usmc_sock *sk);
+/* The program shut the socket down: an edge for every registration. */
+void usmc_epoll_sock_edge(struct usmc_sock *sk);
 /* sk's path changed: its registrations follow now (kernel entries for
  * its doorbell go), not at the next epoll_wait.  Shedding (shed.c): false
  * if the epoll lock could not be had in bounded time. */

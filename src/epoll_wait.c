@@ -695,6 +695,29 @@ void usmc_epoll_sock_changed(struct usmc_sock *sk)
 	pthread_mutex_unlock(&ep_lock);
 }
 
+/*
+ * The program's own shutdown() changed what the socket reports: the
+ * kernel's state change wakes every waiter, and gives every registration
+ * an edge (an edge-triggered loop waits for exactly that one: mio's and
+ * tokio's shutdown events).
+ */
+void usmc_epoll_sock_edge(struct usmc_sock *sk)
+{
+	struct usmc_epreg *r;
+
+	pthread_mutex_lock(&ep_lock);
+	for (r = sk->epregs; r; r = r->sk_next) {
+		if (!r->translated || r->disabled)
+			continue;
+		r->edge = true;
+		ep_ready_push(r);
+		ep_fresh_wake(r);
+		if (r->ep->nested)
+			ep_selfev_update(r->ep, ep_fd_of(r->ep));
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
 bool usmc_epoll_sock_resync(struct usmc_sock *sk)
 {
 	struct usmc_epreg *r, *next;

@@ -23,6 +23,9 @@
  *                re-adding reports what is pending, with the new data
  *   pwait        epoll_pwait / epoll_pwait2 with a signal mask
  *   eintr        a signal interrupts epoll_wait (EINTR even with SA_RESTART)
+ *   shut_edge    EPOLLET: our own shutdown(SHUT_RD / SHUT_WR / SHUT_RDWR) is
+ *                an edge with what the socket says then, as the kernel's
+ *                state change (mio's and tokio's shutdown events)
  *
  * Connections are made inside this process (connect, then accept) and
  * exchange one byte each way before the check, so that both ends are known
@@ -710,6 +713,35 @@ static void check_eintr(void)
 	close(s);
 }
 
+static void check_shut_edge(void)
+{
+	static const struct {
+		int how;
+		uint32_t events;
+	} cases[] = {
+		{ SHUT_RD, EPOLLIN | EPOLLOUT | EPOLLRDHUP },
+		{ SHUT_RDWR, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP },
+		{ SHUT_WR, EPOLLOUT },
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_LEN(cases); i++) {
+		int c, s, ep = ep_new();
+
+		t_pair_smc(&c, &s);
+		ep_add(ep, c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, 7);
+		expect_one(ep, EV_MS, 7, EPOLLOUT);
+		expect_none(ep);
+		t_ok(shutdown(c, cases[i].how));
+		/* (The kernel may add another when the peer acknowledges
+		 * the FIN: not checked.) */
+		expect_one(ep, EV_MS, 7, cases[i].events);
+		close(ep);
+		close(c);
+		close(s);
+	}
+}
+
 static const struct t_check checks[] = {
 	{ "level", check_level },
 	{ "edge", check_edge },
@@ -726,6 +758,7 @@ static const struct t_check checks[] = {
 	{ "del_add", check_del_add },
 	{ "pwait", check_pwait },
 	{ "eintr", check_eintr },
+	{ "shut_edge", check_shut_edge },
 };
 
 static void no_dups(void)
