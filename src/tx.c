@@ -581,7 +581,10 @@ moved:
 		rc = tx_state(sk, !done);
 		if (rc) {
 			if (rc == 1) {
-				done = total;	/* swallowed, as TCP's last send */
+				/* Swallowed, as TCP's last send: what its send
+				 * buffer takes (a ring), before the RST that
+				 * fails the next one. */
+				done += MIN(total - done, usmc_tx_cap(sk));
 				break;
 			}
 			if (done)

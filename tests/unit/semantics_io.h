@@ -407,6 +407,24 @@ static void write_after_close_c(struct ctx *c)
 	say(c, "so_error=%d", so_error(c->fd));
 }
 
+/* A write far larger than any send buffer after the peer closed: TCP
+ * queues what its buffer takes and returns that (the RST that comes back
+ * fails the next one); it never reports the whole write done (tornado's
+ * test_write_bytearray_resizable_after_error). */
+static void big_write_after_close_c(struct ctx *c)
+{
+	static char big[32 << 20];
+	long n;
+
+	t_sync_wait(c->sync);
+	settle();
+	n = send(c->fd, big, sizeof(big), MSG_NOSIGNAL);
+	say(c, "first send: %s", n > 0 && n < (long)sizeof(big) ? "part of it" : RVN(n));
+	settle();
+	n = send(c->fd, big, sizeof(big), MSG_NOSIGNAL);
+	say(c, "second send=%s", RVN(n));
+}
+
 static void write_after_close_s(struct ctx *c)
 {
 	say(c, "close=%s", RV(close(c->fd)));
