@@ -726,7 +726,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	if (sk_flag(sk, SKF_COUNT_LATER))
 		usmc_sock_count_late(sk, fd);
 	if (sk->lgr) {
-		bool attached = true;
+		bool attached = true, aborted;
 		uint32_t mode;
 
 		/* The peer moved to TCP while we never looked (handed over to
@@ -740,7 +740,14 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		if (fd >= 0 && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_MIGRATING))
 			usmc_migrate_on_close(sk, fd);
 		mode = sk_mode(sk);
+		aborted = sk_flag(sk, SKF_ABORTED);
 		usmc_conn_close_protocol(sk);
+		/* Closed with the peer's bytes unread: TCP resets, and so does
+		 * our kernel socket, so that the peer's kernel shows what TCP's
+		 * would (CLOSE in TCP_INFO, ENOTCONN from getpeername). */
+		if (fd >= 0 && !aborted && mode == USMC_MODE_SMCD && sk_flag(sk, SKF_ABORTED))
+			real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
+					sizeof(struct linger));
 		/* The server never leaves the client's wake byte unread: a TCP
 		 * close with unread bytes would send an RST. */
 		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE) && fd >= 0)

@@ -585,8 +585,9 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	usmc_sock_check_reset(sk);
 	/* A failed connect left its error in the kernel (af_usmc.c): only
 	 * a shared-memory reset is ours to report. */
-	err = sk_flag(sk, SKF_ABORTED) &&
-	      !(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN) ? ECONNRESET : 0;
+	err = sk_flag(sk, SKF_ABORTED | SKF_RST_SEEN) &&
+	      !(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN) ?
+	      (sk_flag(sk, SKF_ABORTED) ? ECONNRESET : EPIPE) : 0;
 	smc = sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED;
 	usmc_sock_put(sk);
 	/* On shared memory the TCP socket's own errors are not the

@@ -569,6 +569,10 @@ unsigned int usmc_sock_poll(struct usmc_sock *sk)
 	 * the RST our write to a closed peer drew). */
 	if ((pf & CDC_F_DONE || f & (SKF_TCP_EOF | SKF_SHUT_RD)) && (f & (SKF_SHUT_WR | SKF_RST_SEEN)))
 		ev |= POLLHUP;
+	/* Our send to a gone peer drew its RST (tx.c tx_to_gone): TCP's
+	 * error until a send or SO_ERROR takes it. */
+	if ((f & (SKF_RST_SEEN | SKF_ERR_TAKEN)) == SKF_RST_SEEN)
+		ev |= POLLERR;
 	return ev;
 }
 

@@ -183,8 +183,8 @@ static int tx_reset_error(struct usmc_sock *sk, bool take)
  * Errors a send must report before writing, as TCP would:
  *  - reset (either side)                -> ECONNRESET once, then EPIPE
  *  - our shutdown(SHUT_WR)              -> EPIPE
- *  - the peer closed (will never read)  -> the first send "succeeds" (TCP
- *    sends it and gets an RST back), every later one fails with EPIPE.
+ *  - the peer closed (will never read)  -> the first send goes out on TCP
+ *    (tx_to_gone), whose RST comes back; every later one fails with EPIPE.
  *  - the peer died with our bytes unread -> ECONNRESET once, then EPIPE
  * Returns 0, a negative errno, or 1 for "swallow this send".  take: the
  * reset is reported by this call (false: bytes of it went already, so the
@@ -206,6 +206,7 @@ static int tx_state(struct usmc_sock *sk, bool take)
 	if (pf & CDC_F_CLOSED) {
 		if (!(atomic_fetch_or(&sk->sh->flags, SKF_RST_SEEN) & SKF_RST_SEEN))
 			return 1;
+		atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN);
 		return -EPIPE;
 	}
 	if (f & SKF_TCP_EOF) {
@@ -221,6 +222,7 @@ static int tx_state(struct usmc_sock *sk, bool take)
 		}
 		if (!(atomic_fetch_or(&sk->sh->flags, SKF_RST_SEEN) & SKF_RST_SEEN))
 			return 1;
+		atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN);
 		return -EPIPE;
 	}
 	return 0;
@@ -231,6 +233,32 @@ static ssize_t tx_fail(ssize_t err, int flags)
 	if (err == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return err;
+}
+
+/*
+ * The first send to a peer that is gone (closed, or died with nothing of
+ * ours unread) goes out on the TCP socket: the peer's kernel answers it
+ * with the RST TCP's would draw, and the kernel then holds what TCP shows
+ * afterwards (TCP_INFO's CLOSE, getpeername's ENOTCONN).  The kernel takes
+ * what its send buffer holds and says so, as TCP's last send.  The rest of
+ * the call's bytes from the cursor; the count, or -errno.
+ */
+static ssize_t tx_to_gone(int fd, const struct iov_cursor *ic, int flags)
+{
+	struct iovec v[64];
+	struct msghdr m = { .msg_iov = v };
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < ic->cnt && i < (int)ARRAY_SIZE(v); i++)
+		v[i] = ic->iov[i];
+	if (i) {
+		v[0].iov_base = (char *)v[0].iov_base + ic->off;
+		v[0].iov_len -= ic->off;
+	}
+	m.msg_iovlen = (size_t)i;
+	n = real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
 }
 
 /*
@@ -581,11 +609,14 @@ moved:
 		rc = tx_state(sk, !done);
 		if (rc) {
 			if (rc == 1) {
-				/* Swallowed, as TCP's last send: what its send
-				 * buffer takes (a ring), before the RST that
-				 * fails the next one. */
-				done += MIN(total - done, usmc_tx_cap(sk));
-				break;
+				ssize_t k = tx_to_gone(fd, &ic, flags);
+
+				if (k > 0 || done) {
+					done += k > 0 ? (size_t)k : 0;
+					break;
+				}
+				tx_unlock(sk, fd, flushing);
+				return tx_fail(k, flags);
 			}
 			if (done)
 				break;

@@ -425,6 +425,57 @@ static void big_write_after_close_c(struct ctx *c)
 	say(c, "second send=%s", RVN(n));
 }
 
+/* What the socket shows once a reset came: TCP_INFO's state, the peer's
+ * address, poll, SO_ERROR (the kernel's, which usmc's must match). */
+static void say_gone(struct ctx *c, const char *what)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	say_poll(c, what, c->fd, 0);
+	say(c, "%s: tcp state=%d getpeername=%s", what,
+	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ? -1 : (int)ti.tcpi_state,
+	    RV(getpeername(c->fd, (struct sockaddr *)&ss, &len)));
+}
+
+/* Our write to a peer that closed draws its RST: then as TCP. */
+static void write_gone_state_c(struct ctx *c)
+{
+	long n;
+
+	t_sync_wait(c->sync);
+	settle();
+	n = send(c->fd, "x", 1, MSG_NOSIGNAL);
+	say(c, "send=%s", RVN(n));
+	settle();
+	say_gone(c, "after the RST");
+	say(c, "so_error=%d", so_error(c->fd));
+	say_poll(c, "error taken", c->fd, 0);
+	n = send(c->fd, "x", 1, MSG_NOSIGNAL);
+	say(c, "send=%s", RVN(n));
+}
+
+/* The peer closes with our bytes unread: its RST. */
+static void close_unread_state_c(struct ctx *c)
+{
+	t_write_all(c->fd, "unread", 6);
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	settle();
+	say_gone(c, "peer closed with our bytes unread");
+}
+
+static void close_unread_state_s(struct ctx *c)
+{
+	t_sync_wait(c->sync);
+	settle();
+	say(c, "close=%s", RV(close(c->fd)));
+	t_sync_post(c->sync);
+}
+
 static void write_after_close_s(struct ctx *c)
 {
 	say(c, "close=%s", RV(close(c->fd)));
