@@ -631,7 +631,10 @@ moved:
 			continue;
 		}
 		tx_rewind(sk, &head, &prod);
-		space = usmc_tx_room(sk, prod, head, tx_want(sk, prod, head, total - done));
+		space = tx_want(sk, prod, head, total - done);
+		if (unlikely(space < total) && !done && total <= usmc_tx_whole(usmc_tx_cap(sk)))
+			space = 0;	/* whole or not at all (tx.h) */
+		space = usmc_tx_room(sk, prod, head, (size_t)space);
 		if (space) {
 			size_t n = (size_t)space;
 

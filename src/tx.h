@@ -25,6 +25,21 @@ static inline void usmc_tx_idle_check(struct usmc_sock *sk)
 		usmc_tx_idle(sk);
 }
 
+/*
+ * A write of at most this much (and at most a third of what the buffer
+ * sizes allow) goes into the ring whole or waits for room: TCP copies a
+ * small write whole into its buffer once there is room at all, so records
+ * that writers sharing a socket write with one call each never interleave
+ * (48-byte records tore when the ring's last 16 bytes took the start of
+ * one and another writer got the lock while the first waited).  A waiting
+ * writer is woken for that much room (wait.c), TCP's a third of the buffer.
+ */
+#define USMC_TX_WHOLE	4096u
+static inline uint64_t usmc_tx_whole(uint64_t cap)
+{
+	return MIN((uint64_t)USMC_TX_WHOLE, cap / 3);
+}
+
 ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, int flags);
 ssize_t usmc_tx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
 /* sendfile(2)/splice(2): move up to len bytes from in_fd into the ring. */

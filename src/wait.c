@@ -80,8 +80,10 @@ static bool wait_ready(struct usmc_sock *sk, int what)
 			return true;
 		if (!usmc_tx_view(sk, &head, &prod))
 			return true;
-		/* Free space we can use now, or by backing more of the ring. */
+		/* Free space we can use now, or by backing more of the ring:
+		 * enough for a small write whole (tx.h). */
 		if (prod - head < usmc_tx_cap(sk) &&
+		    usmc_tx_cap(sk) - (prod - head) >= MAX(usmc_tx_whole(usmc_tx_cap(sk)), 1) &&
 		    (prod == head || LOAD_RELAXED(&sk->sh->tx_hw) >= sk->size ||
 		     (prod & (sk->size - 1)) < LOAD_RELAXED(&sk->sh->tx_hw) || !LOAD_RELAXED(&sk->sh->tx_stuck)))
 			return true;

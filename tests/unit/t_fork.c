@@ -32,6 +32,11 @@
  *                  each arrives whole, in its writer's order (the send
  *                  lock is taken whenever someone else can reach the
  *                  socket, and skipped otherwise)
+ *   writer_threads_full  the same with a small send buffer and a reader
+ *                  that starts once the writers filled it: a record that
+ *                  does not fit whole waits whole (it tore when the ring's
+ *                  last bytes took its start); under usmc only: TCP with a
+ *                  buffer that small tears records as well
  *   writer_procs   the same with two forked children of a process that
  *                  never had a second thread
  *   numbers        the application's descriptor numbers stay what TCP gives:
@@ -577,8 +582,10 @@ static void rec_pair(int *c, int *s, struct t_stats *before)
 		t_stats_get(before);
 }
 
-/* Threads: the socket was made while the process had one. */
-static void check_writer_threads(void)
+/* Threads: the socket was made while the process had one.  full: a small
+ * send buffer, no multiple of a record, and a reader that starts late, so
+ * that the writers find it full again and again. */
+static void writer_threads(bool full)
 {
 	struct rec_writer w[2];
 	struct t_stats before = { 0 };
@@ -586,11 +593,18 @@ static void check_writer_threads(void)
 	int c, s, i;
 
 	rec_pair(&c, &s, &before);
+	if (full) {
+		int sz = 10000;		/* a buffer no multiple of a record */
+
+		t_ok(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz)));
+	}
 	for (i = 0; i < 2; i++) {
 		w[i] = (struct rec_writer){ c, i ? 'U' : 'T' };
 		if (pthread_create(&th[i], NULL, rec_thread, &w[i]))
 			t_fail("pthread_create");
 	}
+	if (full)
+		t_msleep(300);
 	rec_check(s, 'T', 'U');
 	for (i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
@@ -598,6 +612,20 @@ static void check_writer_threads(void)
 	close(c);
 	expect_eof(s);
 	close(s);
+}
+
+static void check_writer_threads(void)
+{
+	writer_threads(false);
+}
+
+/* usmc's own rule (tx.h USMC_TX_WHOLE): TCP with a buffer this small
+ * tears records too, when its buffer has room for part of one. */
+static void check_writer_threads_full(void)
+{
+	if (!t_accel())
+		return;
+	writer_threads(true);
 }
 
 /* Processes that never had a second thread: two children inherit one
@@ -714,6 +742,7 @@ static const struct t_check checks[] = {
 	{ "exec_plain", check_exec_plain },
 	{ "threads", check_threads },
 	{ "writer_threads", check_writer_threads },
+	{ "writer_threads_full", check_writer_threads_full },
 	{ "writer_procs", check_writer_procs },
 	{ "numbers", check_numbers },
 	{ "rlimit", check_rlimit },
