@@ -602,6 +602,12 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 					n = ep_collect(ep, false, events, maxevents, call);
 			}
 		}
+		/* The time the look took comes off the kernel's wait. */
+		if (kt > 0) {
+			uint64_t now = usmc_now_ns();
+
+			kt = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		}
 		/* Ready already (or news seen: the doorbells rung meanwhile say
 		 * in which order): only look at the kernel. */
 		if (n || k || hit || pending || ep->again || room <= 0)

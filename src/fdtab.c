@@ -241,7 +241,11 @@ static void fork_ref(int fd __unused, struct usmc_sock *sk, void *arg)
  * fork(): the child's descriptors must be counted in the shared reference
  * before the parent can close its own copy, so this happens in the parent,
  * before the fork, with the table locked (no descriptor can come or go
- * until both processes have their copy).
+ * until both processes have their copy).  From glibc's atfork handlers,
+ * registered first (interpose.c): the program's own prepare handlers have
+ * run before, its parent and child handlers run after, so that a handler
+ * that closes a descriptor (gRPC's) does not wait for the lock its own
+ * thread holds.
  */
 void usmc_fd_fork_prepare(void)
 {
@@ -254,15 +258,24 @@ void usmc_fd_fork_prepare(void)
 	usmc_fd_foreach(fork_ref, &one);
 }
 
-void usmc_fd_fork_parent(bool failed)
+void usmc_fd_fork_parent(void)
+{
+	if (!fork_locked || !pthread_equal(fork_owner, pthread_self()))
+		return;
+	fork_locked = false;
+	pthread_mutex_unlock(&fdtab_lock);
+}
+
+/* The fork failed: there is no child to hold the copies counted for it.
+ * (A close on another thread since the parent handler let go of the table
+ * took them for the child's: a failed fork racing with a close.) */
+void usmc_fd_fork_failed(void)
 {
 	int minus = -1;
 
-	if (failed) {
-		fork_gen++;
-		usmc_fd_foreach(fork_ref, &minus);
-	}
-	fork_locked = false;
+	pthread_mutex_lock(&fdtab_lock);
+	fork_gen++;
+	usmc_fd_foreach(fork_ref, &minus);
 	pthread_mutex_unlock(&fdtab_lock);
 }
 

@@ -82,6 +82,7 @@ void usmc_fd_after_fork(void);
  * rather than _exit(), connections are looked at once more for the counters. */
 void usmc_fd_exit(bool settle);
 void usmc_fd_fork_prepare(void);
-void usmc_fd_fork_parent(bool failed);
+void usmc_fd_fork_parent(void);
+void usmc_fd_fork_failed(void);
 
 #endif

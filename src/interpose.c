@@ -713,10 +713,9 @@ static pid_t usmc_fork(bool for_exec)
 		usmc_conns_unshare(USMC_DEV_F_FORK | USMC_DEV_F_EXEC, true);
 	else
 		usmc_conns_unshare(USMC_DEV_F_FORK, false);
-	usmc_fd_fork_prepare();
-	pid = real.fork();	/* runs the atfork handlers below in the child */
-	if (pid != 0)
-		usmc_fd_fork_parent(pid < 0);
+	pid = real.fork();	/* runs the atfork handlers below */
+	if (pid < 0)
+		usmc_fd_fork_failed();
 	return pid;
 }
 
@@ -751,6 +750,15 @@ EXPORT pid_t __vfork(void)
 	return usmc_fork(true);
 }
 
+/* Registered before anything of the program's: glibc runs prepare
+ * handlers last registered first, so ours runs last, just before the
+ * fork, and parent and child handlers in registration order, ours first. */
+static void atfork_prepare(void)
+{
+	usmc_fd_fork_prepare();
+	usmc_family_before_fork();
+}
+
 static void atfork_child(void)
 {
 	usmc_getpid_forget();
@@ -767,7 +775,7 @@ __attribute__((constructor)) static void usmc_init(void)
 	usmc_options_load();
 	usmc_real_init();
 	usmc_waitset_init();
-	pthread_atfork(usmc_family_before_fork, NULL, atfork_child);
+	pthread_atfork(atfork_prepare, usmc_fd_fork_parent, atfork_child);
 	usmc_sandbox_init();
 	if (!usmc_sandboxed())
 		usmc_exec_adopt();

@@ -311,6 +311,9 @@ restart:
 		 * otherwise sleep on a TCP slot that watches POLLIN only). */
 		if (poll_left_shm(ent, nent))
 			goto again;
+		/* The time the look took comes off the kernel's wait. */
+		if (kt > 0)
+			kt = (int)ms_left(deadline);
 		/* 3. arm, then build the kernel set */
 		nk = 0;
 		for (j = 0; j < n; j++)

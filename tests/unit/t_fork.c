@@ -37,6 +37,9 @@
  *                  does not fit whole waits whole (it tore when the ring's
  *                  last bytes took its start); under usmc only: TCP with a
  *                  buffer that small tears records as well
+ *   atfork_close   fork handlers of the program that close descriptors
+ *                  (gRPC's), with fork() and vfork(): no deadlock, and the
+ *                  connection works on after them
  *   writer_procs   the same with two forked children of a process that
  *                  never had a second thread
  *   numbers        the application's descriptor numbers stay what TCP gives:
@@ -655,6 +658,67 @@ static void check_writer_procs(void)
 	close(s);
 }
 
+/*
+ * The program's fork handlers close descriptors (gRPC's does, after every
+ * fork): glibc runs them inside fork(), and a close must not wait for a
+ * lock that the same thread holds across the fork.  vfork() too (usmc
+ * makes it a fork).  The connection still works in both processes after.
+ */
+static int atfork_fd[3] = { -1, -1, -1 };
+static int atfork_ran;
+
+static void atfork_close_one(int i)
+{
+	if (atfork_fd[i] >= 0) {
+		close(atfork_fd[i]);
+		atfork_fd[i] = -1;
+		atfork_ran++;
+	}
+}
+
+static void atfork_prepare_h(void) { atfork_close_one(0); }
+static void atfork_parent_h(void) { atfork_close_one(1); }
+static void atfork_child_h(void) { atfork_close_one(2); }
+
+static void check_atfork_close(void)
+{
+	int c, s, round;
+	char b;
+
+	t_pair_smc(&c, &s);
+	t_ok(pthread_atfork(atfork_prepare_h, atfork_parent_h, atfork_child_h));
+	for (round = 0; round < 2; round++) {
+		pid_t kid;
+		int i;
+
+		for (i = 0; i < 3; i++)
+			atfork_fd[i] = t_ok(dup(0));
+		atfork_ran = 0;
+		kid = round ? vfork() : fork();
+		t_assert(kid >= 0, "fork: %s", t_errname(errno));
+		if (kid == 0)
+			_exit(round || atfork_fd[2] == -1 ? 0 : 3);
+		t_wait_child(kid, round ? "vfork child" : "fork child");
+		/* (vfork runs no handlers; usmc's, a fork, runs them.) */
+		t_assert(round || (atfork_fd[0] == -1 && atfork_fd[1] == -1),
+			 "the parent's prepare and parent handlers closed nothing");
+		for (i = 0; i < 3; i++)
+			if (atfork_fd[i] >= 0)
+				close(atfork_fd[i]);
+	}
+	t_write_all(c, "c", 1);
+	t_read_all(s, &b, 1);
+	t_write_all(s, "s", 1);
+	t_read_all(c, &b, 1);
+	/* (A device that cannot share moved it to TCP at the fork.) */
+	if (!t_unshared()) {
+		t_assert_smc(c);
+		t_assert_smc(s);
+	}
+	close(c);
+	close(s);
+}
+
 #define NUM_PAIRS	16
 
 /* The highest of the n lowest free descriptor numbers (what TCP would
@@ -744,6 +808,7 @@ static const struct t_check checks[] = {
 	{ "writer_threads", check_writer_threads },
 	{ "writer_threads_full", check_writer_threads_full },
 	{ "writer_procs", check_writer_procs },
+	{ "atfork_close", check_atfork_close },
 	{ "numbers", check_numbers },
 	{ "rlimit", check_rlimit },
 };
