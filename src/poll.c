@@ -402,6 +402,16 @@ restart:
 			struct pollfd *p = &fds[ent[i].idx];
 			struct usmc_sock *sk = ent[i].sk;
 
+			/* The program closed or replaced the descriptor while we
+			 * slept: what the kernel saw there is the answer, as its
+			 * poll looks at what a number names on every pass (the
+			 * JDK closes a socket a poll waits on so: dup2 of a dead
+			 * socketpair over it, then a signal). */
+			if (usmc_fd_peek(p->fd) != sk) {
+				p->revents = kfds[ent[i].idx].revents &
+					     (p->events | POLLERR | POLLHUP | POLLNVAL);
+				continue;
+			}
 			/* Writable alone (connect completed): nothing to read. */
 			if (kfds[ent[i].idx].revents & (POLLIN | POLLRDNORM | POLLRDBAND | POLLPRI |
 							POLLRDHUP | POLLERR | POLLHUP))

@@ -29,6 +29,7 @@
 
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -305,10 +306,14 @@ static void spin_feedback(struct usmc_sock *sk, bool hit, uint64_t spent)
  * what is left of the timeout, so that neighbours' traffic never stretches
  * SO_RCVTIMEO/SO_SNDTIMEO.
  */
-static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, int level, int ws)
+static bool signal_due(const sigset_t *app);
+
+static int wait_sleep_on(struct usmc_sock *sk, int fd, int what, int timeout_ms, int level,
+			 int ws, const sigset_t *app)
 {
 	uint64_t t0 = usmc_now_ns(), now = t0, deadline = t0 + (uint64_t)timeout_ms * 1000000;
 	int slice = WAIT_SLICE_MIN_MS, n, rc, ms;
+	struct timespec ts;
 	struct pollfd p[2];
 	bool first = true;
 
@@ -339,9 +344,17 @@ static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, in
 			ms = ms < 0 ? slice : MIN(ms, slice);
 			slice = MIN(slice * 2, WAIT_SLICE_MAX_MS);
 		}
-		rc = real.poll(p, (nfds_t)n, ms);
+		if (ms >= 0) {
+			ts.tv_sec = ms / 1000;
+			ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		}
+		rc = real.ppoll(p, (nfds_t)n, ms >= 0 ? &ts : NULL, app);
 		if (rc < 0)
 			return -errno;
+		/* A signal came while the kernel had news for us: it stays
+		 * pending (our mask is back) and is the caller's EINTR. */
+		if (rc > 0 && signal_due(app))
+			return -EINTR;
 		if (ws >= 0 && rc > 0 && p[0].revents) {
 			usmc_waitset_clear(level);
 			/* Woken soon after falling asleep: a spin that long would
@@ -359,6 +372,47 @@ static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, in
 		if (timeout_ms >= 0 && now >= deadline)
 			return -EAGAIN;
 	}
+}
+
+/* Is a signal pending that the program's mask lets through? */
+static bool signal_due(const sigset_t *app)
+{
+	sigset_t pend;
+	int sig;
+
+	if (sigpending(&pend))
+		return false;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sigismember(&pend, sig) == 1 && sigismember(app, sig) != 1)
+			return true;
+	return false;
+}
+
+/*
+ * The kernel's blocking call returns EINTR for a signal that comes while it
+ * waits; ours looks at the rings between sleeps, and a signal handled in
+ * one of those moments would be lost (the JDK wakes a reader it closes the
+ * socket under so: dup2 over the descriptor, then a signal without
+ * SA_RESTART; its poll came back for the new file, the handler ran, and
+ * the read slept on).  So signals stay blocked between our looks and only
+ * the kernel's wait lets them in (ppoll with the program's mask): each one
+ * interrupts a wait, now or at the next, or is seen pending after one.
+ * The fault signals stay open (guard.c needs SIGBUS).
+ */
+static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, int level, int ws)
+{
+	static const int faults[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
+	sigset_t all, app;
+	unsigned int i;
+	int rc;
+
+	sigfillset(&all);
+	for (i = 0; i < ARRAY_SIZE(faults); i++)
+		sigdelset(&all, faults[i]);
+	pthread_sigmask(SIG_BLOCK, &all, &app);
+	rc = wait_sleep_on(sk, fd, what, timeout_ms, level, ws, &app);
+	pthread_sigmask(SIG_SETMASK, &app, NULL);
+	return rc;
 }
 
 /*

@@ -6,6 +6,11 @@
  * reach usmc even when another library (here: this program) defines
  * read/recv/recvfrom/poll.
  *
+ * jdk_close_read, jdk_close_poll: how the JDK wakes a thread blocked on a
+ * socket it closes: dup2 of a dead socketpair end over the descriptor, then
+ * a signal without SA_RESTART; the call returns (EINTR, or poll's answer
+ * for the new file) and the retry finds the socketpair's EOF.
+ *
  * raw_nonblock: O_NONBLOCK set past libc (a raw ioctl(FIONBIO) system
  * call, as Rust's rustix does for async-io and smol) on an accelerated
  * connection: recv and send say EAGAIN, as TCP's, instead of waiting.
@@ -17,6 +22,8 @@
 #include "t_selfdiff.h"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -362,6 +369,80 @@ static void sc_raw_nonblock(void)
 	end_pair(c, s);
 }
 
+static int jdk_fd;
+static bool jdk_poll;
+static char jdk_out[256];
+
+static void jdk_handler(int sig)
+{
+	(void)sig;
+}
+
+static void *jdk_blocker(void *arg)
+{
+	size_t o = 0;
+	char b[64];
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 2; i++) {
+		ssize_t n;
+
+		if (jdk_poll) {
+			struct pollfd p = { .fd = jdk_fd, .events = POLLIN };
+
+			n = poll(&p, 1, -1);
+			o += (size_t)snprintf(jdk_out + o, sizeof(jdk_out) - o, "poll %zd %s revents %#x; ",
+					      n, n < 0 ? t_errname(errno) : "", n > 0 ? p.revents : 0);
+			if (n > 0)
+				break;
+			continue;
+		}
+		n = read(jdk_fd, b, sizeof(b));
+		o += (size_t)snprintf(jdk_out + o, sizeof(jdk_out) - o, "read %zd %s; ", n,
+				      n < 0 ? t_errname(errno) : "");
+		if (n >= 0)
+			break;
+	}
+	return NULL;
+}
+
+static void jdk_close(bool use_poll)
+{
+	struct sigaction sa;
+	pthread_t th;
+	int c, s, sp[2];
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = jdk_handler;	/* no SA_RESTART, as the JDK's */
+	t_ok(sigaction(SIGUSR1, &sa, NULL));
+	t_pair_smc(&c, &s);
+	t_ok(socketpair(AF_UNIX, SOCK_STREAM, 0, sp));
+	close(sp[1]);
+	jdk_fd = c;
+	jdk_poll = use_poll;
+	jdk_out[0] = '\0';
+	t_assert(!pthread_create(&th, NULL, jdk_blocker, NULL), "pthread_create");
+	t_msleep(200);		/* let it block */
+	t_ok(dup2(sp[0], c));
+	t_assert(!pthread_kill(th, SIGUSR1), "pthread_kill");
+	pthread_join(th, NULL);
+	T_OBS("%s: %s\n", use_poll ? "jdk_close_poll" : "jdk_close_read", jdk_out);
+	close(sp[0]);
+	close(c);
+	close(s);
+}
+
+static void sc_jdk_close_read(void)
+{
+	jdk_close(false);
+}
+
+static void sc_jdk_close_poll(void)
+{
+	jdk_close(true);
+}
+
 /* execv, execl and vfork reach usmc's own exec and fork, not these. */
 static void sc_exec_fork(void)
 {
@@ -421,6 +502,8 @@ static const struct t_scenario scenarios[] = {
 	{ "sendmmsg", sc_sendmmsg },
 	{ "chk", sc_chk },
 	{ "raw_nonblock", sc_raw_nonblock },
+	{ "jdk_close_read", sc_jdk_close_read },
+	{ "jdk_close_poll", sc_jdk_close_poll },
 	{ "exec_fork", sc_exec_fork },
 };
 
