@@ -68,6 +68,11 @@ static int rx_empty_state(struct usmc_sock *sk)
 	uint32_t f = LOAD_ACQUIRE(&sk->sh->flags);
 	uint32_t pf = usmc_unproven(sk) ? 0 : LOAD_ACQUIRE(&sk->rx_p->flags);
 
+	/* The peer's FIN came before its reset (a shutdown, then a close
+	 * with our bytes unread, as the JDK's close does): TCP's reads end
+	 * at the FIN, only sends see the reset. */
+	if ((pf & (CDC_F_ABORT | CDC_F_DONE)) == (CDC_F_ABORT | CDC_F_DONE) && !(f & SKF_ABORTED))
+		return 0;
 	if (pf & CDC_F_ABORT && !(f & SKF_ABORTED)) {
 		usmc_sock_abort(sk, USMC_A_PEER_RESET);
 		f |= SKF_ABORTED;

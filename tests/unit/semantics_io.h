@@ -476,6 +476,33 @@ static void close_unread_state_s(struct ctx *c)
 	t_sync_post(c->sync);
 }
 
+/* The peer shuts down, then closes with our request unread (the JDK's
+ * close): its FIN, then its RST.  The reader sees the response, then EOF. */
+static void fin_then_rst_c(struct ctx *c)
+{
+	char buf[32];
+	long n;
+
+	t_write_all(c->fd, "request", 7);
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	settle();
+	n = read(c->fd, buf, sizeof(buf));
+	say(c, "read=%s", n > 0 ? "response" : RVN(n));
+	n = read(c->fd, buf, sizeof(buf));
+	say(c, "read=%s", RVN(n));
+}
+
+static void fin_then_rst_s(struct ctx *c)
+{
+	t_sync_wait(c->sync);
+	t_write_all(c->fd, "response", 8);
+	say(c, "shutdown=%s", RV(shutdown(c->fd, SHUT_WR)));
+	settle();
+	say(c, "close=%s", RV(close(c->fd)));
+	t_sync_post(c->sync);
+}
+
 static void write_after_close_s(struct ctx *c)
 {
 	say(c, "close=%s", RV(close(c->fd)));

@@ -226,6 +226,7 @@ static const struct scenario scenarios[] = {
 	{ "big_write_after_close", write_after_close_s, big_write_after_close_c, 0, 2 },
 	{ "write_gone_state", write_after_close_s, write_gone_state_c, 0, 2 },
 	{ "close_unread_state", close_unread_state_s, close_unread_state_c, 0, 2 },
+	{ "fin_then_rst", fin_then_rst_s, fin_then_rst_c, 0, 2 },
 	{ "reset", reset_s, reset_c, 0, 2 },
 	{ "reset_soerror", reset_s, reset_soerror_c, 0, 2 },
 	{ "reset_writer", reset_s, reset_writer_c, 0, 2 },
