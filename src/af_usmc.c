@@ -776,34 +776,3 @@ void usmc_sock_release(struct usmc_sock *sk, int fd)
 		usmc_conn_release(sk, fd);
 }
 
-/* One look at the open file, only where a sleep follows (it costs more);
- * what libc's fcntl and ioctl set we know already (interpose.c). */
-bool usmc_sock_nonblock_now(struct usmc_sock *sk, int fd)
-{
-	int fl = fd >= 0 ? sys_fcntl(fd, F_GETFL, 0) : -1;
-
-	if (fl < 0 || !(fl & O_NONBLOCK))
-		return false;
-	sk_set_flag(sk, SKF_NONBLOCK);
-	return true;
-}
-
-int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname)
-{
-	_Atomic uint64_t *c = &sk->sh->timeo[optname == SO_SNDTIMEO];
-	uint32_t ver = LOAD_ACQUIRE(&sk->sh->timeo_ver);
-	uint64_t v = LOAD_RELAXED(c);
-	struct timeval tv = { 0 };
-	socklen_t len = sizeof(tv);
-	int ms = -1;
-
-	if (v && (uint32_t)(v >> 32) == ver)
-		return (int)(uint32_t)v - 2;
-	/* Asked after loading ver: a set that races with us bumps it later,
-	 * and the value stored here is void. */
-	if (!real.getsockopt(fd, SOL_SOCKET, optname, &tv, &len) && (tv.tv_sec || tv.tv_usec))
-		ms = (int)MIN((long long)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000,
-			      (long long)INT32_MAX - 2);
-	STORE_RELAXED(c, ((uint64_t)ver << 32) | (uint32_t)(ms + 2));
-	return ms;
-}
