@@ -241,20 +241,24 @@ static ssize_t tx_fail(ssize_t err, int flags)
  * with the RST TCP's would draw, and the kernel then holds what TCP shows
  * afterwards (TCP_INFO's CLOSE, getpeername's ENOTCONN).  The kernel takes
  * what its send buffer holds and says so, as TCP's last send.  The rest of
- * the call's bytes from the cursor; the count, or -errno.
+ * the call's bytes from the cursor, at most max (a ring: what a peer can
+ * make us send on TCP stays bounded); the count, or -errno.
  */
-static ssize_t tx_to_gone(int fd, const struct iov_cursor *ic, int flags)
+static ssize_t tx_to_gone(int fd, const struct iov_cursor *ic, size_t max, int flags)
 {
 	struct iovec v[64];
 	struct msghdr m = { .msg_iov = v };
 	ssize_t n;
 	int i;
 
-	for (i = 0; i < ic->cnt && i < (int)ARRAY_SIZE(v); i++)
+	for (i = 0; i < ic->cnt && i < (int)ARRAY_SIZE(v) && max; i++) {
 		v[i] = ic->iov[i];
-	if (i) {
-		v[0].iov_base = (char *)v[0].iov_base + ic->off;
-		v[0].iov_len -= ic->off;
+		if (!i) {
+			v[0].iov_base = (char *)v[0].iov_base + ic->off;
+			v[0].iov_len -= ic->off;
+		}
+		v[i].iov_len = MIN(v[i].iov_len, max);
+		max -= v[i].iov_len;
 	}
 	m.msg_iovlen = (size_t)i;
 	n = real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
@@ -609,7 +613,7 @@ moved:
 		rc = tx_state(sk, !done);
 		if (rc) {
 			if (rc == 1) {
-				ssize_t k = tx_to_gone(fd, &ic, flags);
+				ssize_t k = tx_to_gone(fd, &ic, (size_t)usmc_tx_cap(sk), flags);
 
 				if (k > 0 || done) {
 					done += k > 0 ? (size_t)k : 0;
