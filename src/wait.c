@@ -407,16 +407,20 @@ static int wait_sleep_on(struct usmc_sock *sk, int fd, int what, int timeout_ms,
 	}
 }
 
-/* Is a signal pending that the program's mask lets through? */
+/* Is a signal pending that the program's mask lets through and that runs
+ * a handler?  (An ignored one interrupts no kernel call either.) */
 static bool signal_due(const sigset_t *app)
 {
+	struct sigaction sa;
 	sigset_t pend;
 	int sig;
 
 	if (sigpending(&pend))
 		return false;
 	for (sig = 1; sig < NSIG; sig++)
-		if (sigismember(&pend, sig) == 1 && sigismember(app, sig) != 1)
+		if (sigismember(&pend, sig) == 1 && sigismember(app, sig) != 1 &&
+		    real.sigaction && !real.sigaction(sig, NULL, &sa) && sa.sa_handler != SIG_IGN &&
+		    sa.sa_handler != SIG_DFL)
 			return true;
 	return false;
 }
