@@ -34,3 +34,15 @@ void usmc_sig_track(int sig, const struct sigaction *act)
 	else
 		atomic_fetch_and(&norestart_mask, ~bit);
 }
+
+void usmc_sig_block_nonfault(sigset_t *old)
+{
+	static const int faults[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
+	sigset_t mask;
+	unsigned int i;
+
+	sigfillset(&mask);
+	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		sigdelset(&mask, faults[i]);
+	pthread_sigmask(SIG_BLOCK, &mask, old);
+}

@@ -20,6 +20,7 @@
  */
 #include "af_usmc.h"
 #include "sock.h"
+#include "sigrestart.h"
 #include "tx.h"
 
 #include <signal.h>
@@ -94,11 +95,9 @@ static uint32_t tx_idle_keep(struct usmc_sock *sk, uint32_t hw)
  */
 void usmc_tx_idle(struct usmc_sock *sk)
 {
-	static const int faults[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
 	struct usmc_flock *l = &sk->sh->tx_lock;
 	uint32_t hw = LOAD_RELAXED(&sk->sh->tx_hw), keep;
-	sigset_t mask, old;
-	unsigned int i;
+	sigset_t old;
 
 	if (hw != LOAD_RELAXED(&sk->idle_hw)) {
 		STORE_RELAXED(&sk->idle_hw, hw);	/* grew since the last sleep: not yet */
@@ -107,10 +106,7 @@ void usmc_tx_idle(struct usmc_sock *sk)
 	if (!sk->lgr || sk_mode(sk) != USMC_MODE_SMCD || !sk->lgr->dev->dmb_release ||
 	    !tx_idle_keep(sk, hw))
 		return;
-	sigfillset(&mask);
-	for (i = 0; i < ARRAY_SIZE(faults); i++)
-		sigdelset(&mask, faults[i]);
-	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	usmc_sig_block_nonfault(&old);
 	if (usmc_family_trylock(l))
 		goto out;
 	hw = LOAD_RELAXED(&sk->sh->tx_hw);

@@ -20,6 +20,7 @@
 #include "migrate.h"
 #include "options.h"
 #include "real.h"
+#include "sigrestart.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
@@ -434,19 +435,13 @@ static bool signal_due(const sigset_t *app)
  * the read slept on).  So signals stay blocked between our looks and only
  * the kernel's wait lets them in (ppoll with the program's mask): each one
  * interrupts a wait, now or at the next, or is seen pending after one.
- * The fault signals stay open (guard.c needs SIGBUS).
  */
 static int wait_sleep(struct usmc_sock *sk, int fd, int what, int timeout_ms, int level, int ws)
 {
-	static const int faults[] = { SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
-	sigset_t all, app;
-	unsigned int i;
+	sigset_t app;
 	int rc;
 
-	sigfillset(&all);
-	for (i = 0; i < ARRAY_SIZE(faults); i++)
-		sigdelset(&all, faults[i]);
-	pthread_sigmask(SIG_BLOCK, &all, &app);
+	usmc_sig_block_nonfault(&app);
 	rc = wait_sleep_on(sk, fd, what, timeout_ms, level, ws, &app);
 	pthread_sigmask(SIG_SETMASK, &app, NULL);
 	return rc;

@@ -155,17 +155,11 @@ static void churn(int rounds)
 	int i;
 
 	for (i = 0; i < rounds; i++) {
-		uint16_t port;
-		int l = t_listen(&port), c = t_connect(port), s = t_accept(l);
+		int c, s;
 
-		t_xfer(c, s, "to server");
-		t_xfer(s, c, "to client");
-		t_assert_smc(c);
-		t_assert_smc(s);
-		t_smc_pairs++;
+		t_pair_smc(&c, &s);	/* a listener of its own, closed */
 		close(c);
 		close(s);
-		close(l);
 	}
 }
 
