@@ -107,12 +107,22 @@ kick:
  */
 void usmc_conn_exit(struct usmc_sock *sk)
 {
-	if (sk->lgr && sk_mode(sk) == USMC_MODE_SMCD) {
-		usmc_conn_close_protocol(sk);
+	uint32_t mode = sk_mode(sk);
+
+	/* Moved to TCP (done moving): neither end touches the slot again but
+	 * to let go of it, which the last close would have done; left busy,
+	 * the client's link group never hands it out again while we live
+	 * (a forking server whose child outlived the parent's close, on a
+	 * device that moves forked connections to TCP, piled up link groups
+	 * until every fork slowed to a crawl). */
+	if (sk->lgr && (mode == USMC_MODE_SMCD || mode == USMC_MODE_TCP)) {
+		if (mode == USMC_MODE_SMCD)
+			usmc_conn_close_protocol(sk);
 		if (sk->role == 'S')
 			cdc_release_gen(&sk->ctrl->s, sk->gen);
 		else
-			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen, true);
+			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen,
+					      !sk_flag(sk, SKF_DECLINED));
 	}
 	usmc_stats_conn_free(sk->st);
 	sk->st = NULL;

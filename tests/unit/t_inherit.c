@@ -18,6 +18,14 @@
  *   exit_child_last  the parent closes its copy first, the child leaves
  *                  with _exit() without closing: the peer reads EOF and
  *                  the connection is no longer listed
+ *   exit_child_last_tcp  the same for 70 connections of one listener
+ *                  (more than a link group's 64 slots) whose server end
+ *                  moved to TCP first (SO_TIMESTAMP): the child's exit,
+ *                  the last close, gives the slot back, and one link group
+ *                  serves them all (a moved connection's slot used to stay
+ *                  busy while the server lived: a new link group every 64
+ *                  connections, and forks slowed to a crawl, 7 ms each
+ *                  after 2,000, on the device that moves at a fork)
  *   fork_churn     a fork per connection while the client thread closes
  *                  it and connects again: every child leaves cleanly, by
  *                  exit() or _exit() (exit() crashed now and then, in
@@ -254,6 +262,53 @@ static void check_exit_child_last(void)
 		 "client end still listed: %s", m);
 	close(s);
 	close(sv[0]);
+}
+
+#define MOVED_CONNS	70	/* more than a link group's 64 slots */
+
+static void check_exit_child_last_tcp(void)
+{
+	long long before = lgr_created();
+	uint16_t port;
+	int lfd = t_listen(&port), i, one = 1;
+
+	for (i = 0; i < MOVED_CONNS; i++) {
+		int c, s, sv[2];
+		char b = 'x';
+		pid_t kid;
+
+		t_pair_on(lfd, port, &c, &s);
+		t_write_all(c, &b, 1);
+		t_read_all(s, &b, 1);
+		t_assert_smc(s);
+		t_ok(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)));
+		t_write_all(s, &b, 1);
+		t_read_all(c, &b, 1);	/* the client follows it to TCP */
+		t_sync_pair(sv);
+		kid = t_fork_helper();
+		if (kid == 0) {
+			close(c);
+			close(sv[0]);
+			t_sync_wait(sv[1]);
+			if (i & 1)
+				_exit(0);
+			exit(0);
+		}
+		close(sv[1]);
+		t_ok(close(s));
+		t_sync_post(sv[0]);
+		t_wait_child(kid, i & 1 ? "child leaving by _exit" : "child leaving by exit");
+		t_assert(read(c, &b, 1) == 0, "EOF after the child left");
+		t_ok(close(c));
+		close(sv[0]);
+	}
+	close(lfd);
+	t_smc_pairs += MOVED_CONNS;
+	t_tcp_conns = 2 * MOVED_CONNS;	/* unsupported_option, peer_moved_to_tcp */
+	if (t_accel() && EXIT_RELEASES)
+		t_assert(lgr_created() - before == 1,
+			 "%lld link groups for %d connections: slots not given back",
+			 lgr_created() - before, MOVED_CONNS);
 }
 
 static void exec_cloexec(bool plain)
@@ -547,6 +602,7 @@ static void check_exec_stdio_unread(void)
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
 	{ "exit_child_last", check_exit_child_last },
+	{ "exit_child_last_tcp", check_exit_child_last_tcp },
 	{ "exec_cloexec", check_exec_cloexec },
 	{ "exec_cloexec_plain", check_exec_cloexec_plain },
 	{ "fork_churn", check_fork_churn },
