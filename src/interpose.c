@@ -601,7 +601,8 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 /*
  * Options a ring cannot honour on receive: a peek offset (SO_PEEK_OFF),
- * control messages with every read (timestamps, TCP_INQ).  Turned on for
+ * timestamps with every read.  (TCP_INQ's control message is the ring's
+ * to write: interpose_io.c.)  Turned on for
  * a connection on shared memory, it moves to TCP (unsupported_option),
  * every byte in order; set before connect() or on a listener, what it
  * connects or accepts stays TCP (the same reason).
@@ -610,8 +611,8 @@ static bool ring_option(int level, int name, const void *val, socklen_t len)
 {
 	int on = val && len >= (socklen_t)sizeof(int) ? *(const int *)val : 0;
 
-	if (level == IPPROTO_TCP)
-		return name == TCP_INQ && on;
+	if (level != SOL_SOCKET)
+		return false;
 	switch (name) {
 	case SO_PEEK_OFF:
 		return on >= 0;
@@ -668,6 +669,13 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		return rc;
 	}
 	if (level == IPPROTO_TCP) {
+		/* As the kernel took it (rc 0: an int was given). */
+		if (name == TCP_INQ) {
+			if (!*(const int *)val)
+				atomic_fetch_and(&sk->sh->flags, ~SKF_INQ);
+			atomic_fetch_or(&sk->sh->flags,
+					SKF_INQ_KNOWN | (*(const int *)val ? SKF_INQ : 0));
+		}
 		if (name == TCP_DEFER_ACCEPT && sk->kind == SK_LISTEN)
 			usmc_listen_defer(sk, fd);
 		/* Fast Open: connect() returns without a SYN, which only the

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -321,6 +322,46 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 	return r;
 }
 
+/*
+ * TCP_INQ on a ring read: the control message tcp_recvmsg() adds, written
+ * as put_cmsg() writes it (no room for a header: MSG_CTRUNC alone; room
+ * for less than all of it: as much as fits, and MSG_CTRUNC).  The
+ * option's state is the kernel's (setsockopt passes it on), asked once
+ * per connection and kept in step by our setsockopt.
+ */
+static void msg_inq(struct usmc_sock *sk, int fd, struct msghdr *msg)
+{
+	struct cmsghdr cm = { .cmsg_level = SOL_TCP, .cmsg_type = TCP_CM_INQ };
+	size_t room = msg->msg_control ? msg->msg_controllen : 0, len = CMSG_LEN(sizeof(int));
+	int inq;
+
+	msg->msg_controllen = 0;
+	if (unlikely(!sk_flag(sk, SKF_INQ_KNOWN))) {
+		socklen_t l = sizeof(inq);
+
+		if (real.getsockopt(fd, IPPROTO_TCP, TCP_INQ, &inq, &l))
+			return;
+		atomic_fetch_or(&sk->sh->flags, SKF_INQ_KNOWN | (inq ? SKF_INQ : 0));
+	}
+	if (!sk_flag(sk, SKF_INQ))
+		return;
+	if (room < sizeof(cm)) {
+		msg->msg_flags |= MSG_CTRUNC;
+		return;
+	}
+	inq = usmc_rx_inq_hint(sk);
+	if (inq < 0 && real.ioctl(fd, FIONREAD, &inq))
+		inq = 0;
+	if (room < len) {
+		msg->msg_flags |= MSG_CTRUNC;
+		len = room;
+	}
+	cm.cmsg_len = len;
+	memcpy(msg->msg_control, &cm, sizeof(cm));
+	memcpy(CMSG_DATA((struct cmsghdr *)msg->msg_control), &inq, len - sizeof(cm));
+	msg->msg_controllen = MIN(CMSG_SPACE(sizeof(int)), room);
+}
+
 /* recvmsg(2) on a tracked socket: one call, or one message of recvmmsg. */
 static ssize_t msg_rx(struct usmc_sock *sk, int fd, struct msghdr *msg, int flags)
 {
@@ -336,8 +377,8 @@ static ssize_t msg_rx(struct usmc_sock *sk, int fd, struct msghdr *msg, int flag
 			usmc_tcp_count(sk, r, false);
 	} else if (r >= 0) {
 		msg->msg_namelen = 0;
-		msg->msg_controllen = 0;
 		msg->msg_flags = 0;
+		msg_inq(sk, fd, msg);
 	}
 	return r;
 }

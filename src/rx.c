@@ -587,3 +587,14 @@ int usmc_sock_inq(struct usmc_sock *sk)
 
 	return usmc_rx_view(sk, &head, &prod) ? (int)(prod - head) : 0;
 }
+
+int usmc_rx_inq_hint(struct usmc_sock *sk)
+{
+	int n = usmc_sock_inq(sk);
+
+	if (n || !sk->rx_p)
+		return n;
+	if (sk_mode(sk) == USMC_MODE_MIGRATING)
+		return -1;
+	return (LOAD_ACQUIRE(&sk->rx_p->flags) & CDC_F_DONE) ? 1 : 0;
+}

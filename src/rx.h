@@ -21,5 +21,10 @@ ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int 
 unsigned int usmc_sock_poll(struct usmc_sock *sk);
 /* Bytes readable (FIONREAD). */
 int usmc_sock_inq(struct usmc_sock *sk);
+/* TCP_CM_INQ after a ring read, as the kernel's tcp_inq_hint(): what is
+ * left to read, or 1 at the peer's FIN with nothing left (read again for
+ * the EOF); -1: nothing left in the ring of a connection moving to TCP
+ * (the kernel's count is the answer). */
+int usmc_rx_inq_hint(struct usmc_sock *sk);
 
 #endif

@@ -68,6 +68,8 @@ enum usmc_sock_kind {
 					 * set and carried out under sh->move_lock) */
 #define SKF_RXOPT	0x20000000	/* a receive option rings cannot honour was set on a
 					 * socket not yet connected, or a listener (interpose.c) */
+#define SKF_INQ		0x40000000	/* TCP_INQ on: ring reads add TCP_CM_INQ (interpose_io.c) */
+#define SKF_INQ_KNOWN	0x80000000u	/* SKF_INQ says what the kernel's option is */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
 #define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
