@@ -99,11 +99,15 @@ kick:
 }
 
 /*
- * Process exit of the last process holding an established connection
- * (usmc_fd_exit): what its last close would have told the peer and done
- * to the slot, with atomics only (exit() may interrupt one of our calls).
- * Anything not settled (a proposal, an undecided server, bytes moving to
- * TCP) is left to the kernel's FIN, as before.
+ * Process exit of the last process holding a connection (usmc_fd_exit):
+ * what its last close would have told the peer and done to the slot,
+ * with atomics only (exit() may interrupt one of our calls).  A client
+ * whose proposal is still unanswered closes in its ring as well: the
+ * server that takes the proposal reads what was queued, then EOF, and
+ * its first send meets TCP's reset, as over TCP (it used to find a ring
+ * nobody would read: every send succeeded, the read said ECONNRESET).
+ * Anything else not settled (an undecided server, bytes moving to TCP)
+ * is left to the kernel's FIN.
  */
 void usmc_conn_exit(struct usmc_sock *sk)
 {
@@ -115,8 +119,9 @@ void usmc_conn_exit(struct usmc_sock *sk)
 	 * (a forking server whose child outlived the parent's close, on a
 	 * device that moves forked connections to TCP, piled up link groups
 	 * until every fork slowed to a crawl). */
-	if (sk->lgr && (mode == USMC_MODE_SMCD || mode == USMC_MODE_TCP)) {
-		if (mode == USMC_MODE_SMCD)
+	if (sk->lgr && (mode == USMC_MODE_SMCD || mode == USMC_MODE_TCP ||
+			(mode == USMC_MODE_PROPOSED && sk->role == 'C'))) {
+		if (mode != USMC_MODE_TCP)
 			usmc_conn_close_protocol(sk);
 		if (sk->role == 'S')
 			cdc_release_gen(&sk->ctrl->s, sk->gen);

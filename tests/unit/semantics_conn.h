@@ -611,4 +611,57 @@ static void inet_opts_c(struct ctx *c)
 	close(fd);
 }
 
+
+/* The client's process leaves without closing (a crash, kill -9,
+ * os._exit) after the server accepted, before the server looked: the
+ * kernel's FIN.  The server's first send draws the RST, the next ones say
+ * EPIPE, reads say EOF (under usmc the sends used to fill a ring nobody
+ * would read, and the read said ECONNRESET). */
+static void exit_unanswered_c(struct ctx *c)
+{
+	int sv[2];
+	pid_t kid;
+
+	t_sync_pair(sv);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		int fd;
+
+		close(sv[0]);
+		fd = t_connect(c->port);
+		t_sync_post(sv[1]);
+		t_sync_wait(sv[1]);
+		/* A process with threads (TSan's) leaves its last copy to the
+		 * kernel's FIN, which the server's sends do not look at. */
+#if defined(__SANITIZE_THREAD__)
+		close(fd);
+#endif
+		(void)fd;
+		_exit(0);
+	}
+	close(sv[1]);
+	t_sync_wait(sv[0]);	/* connected */
+	t_sync_wait(c->sync);	/* accepted */
+	t_sync_post(sv[0]);
+	t_wait_child(kid, "client leaving by _exit");
+	close(sv[0]);
+	t_sync_post(c->sync);
+}
+
+static void exit_unanswered_s(struct ctx *c)
+{
+	int fd = t_accept(c->lfd), i;
+
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	settle();
+	for (i = 0; i < 3; i++) {
+		say(c, "send=%s", RV(send(fd, "x", 1, MSG_NOSIGNAL)));
+		settle();
+	}
+	say(c, "read=%s", RV(read(fd, (char[8]){ 0 }, 8)));
+	say(c, "read=%s", RV(read(fd, (char[8]){ 0 }, 8)));
+	close(fd);
+}
+
 #endif /* SEMANTICS_CONN_H */

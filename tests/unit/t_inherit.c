@@ -268,9 +268,20 @@ static void check_exit_child_last(void)
 
 static void check_exit_child_last_tcp(void)
 {
-	long long before = lgr_created();
+	long long before;
 	uint16_t port;
-	int lfd = t_listen(&port), i, one = 1;
+	int lfd, i, one = 1;
+
+	/* Under TSan every process has a second thread, and a process with
+	 * threads leaves its last copy to the kernel's FIN: nothing of the
+	 * connection is let go, not even its listing (which the next
+	 * connection on the same descriptor number would be taken for). */
+	if (!EXIT_RELEASES) {
+		t_info("exit_child_last_tcp: not under TSan");
+		return;
+	}
+	before = lgr_created();
+	lfd = t_listen(&port);
 
 	for (i = 0; i < MOVED_CONNS; i++) {
 		int c, s, sv[2];
@@ -305,7 +316,7 @@ static void check_exit_child_last_tcp(void)
 	close(lfd);
 	t_smc_pairs += MOVED_CONNS;
 	t_tcp_conns = 2 * MOVED_CONNS;	/* unsupported_option, peer_moved_to_tcp */
-	if (t_accel() && EXIT_RELEASES)
+	if (t_accel())
 		t_assert(lgr_created() - before == 1,
 			 "%lld link groups for %d connections: slots not given back",
 			 lgr_created() - before, MOVED_CONNS);

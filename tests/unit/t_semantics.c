@@ -246,6 +246,7 @@ static const struct scenario scenarios[] = {
 	{ "refused", refused_s, refused_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	/* 1: the client counts its endpoint once its proposal is posted. */
 	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 1 },
+	{ "exit_unanswered", exit_unanswered_s, exit_unanswered_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "unconnected", NULL, unconnected_c, NO_SERVER | C_OWN_CONNECT, 0 },
 	{ "timeo", timeo_s, timeo_c, 0, 2 },
 	{ "shut_rd", shut_rd_s, shut_rd_c, 0, 2 },
