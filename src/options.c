@@ -67,7 +67,7 @@ const struct usmc_opt_desc usmc_opt_table[] = {
 	{ "USMC_LGR_SLOTS", OPT_INT, "64",
 	  "connections per link group before a new link group is created", O(lgr_slots), 1, 1024, CTL, NULL },
 	{ "USMC_ALLOW", OPT_STR, "user",
-	  "who may accelerate with this process: user (same uid), all, or uid list 1000,1001", O(allow), 0, 0, 0, NULL },
+	  "whose runtime objects this process trusts (the runtime directory's owner too): user (same uid), all, or uid list 1000,1001; objects stay private to their user, so two users never accelerate with each other", O(allow), 0, 0, 0, NULL },
 	{ "USMC_PORTS", OPT_STR, "",
 	  "accelerate only these TCP ports, e.g. 6379,8000-8100 (empty = all; others: reason 'policy')", O(ports), 0, 0, CTL | OPTF_PORTS, NULL },
 	{ "USMC_EXCLUDE_PORTS", OPT_STR, "",

@@ -38,9 +38,9 @@ static const struct {
 	[USMC_R_VERSION]	= { "version_mismatch", "the peer uses another shared-memory format",
 				    "run both ends with the same usmc build (usmc version); restart "
 				    "programs started before an upgrade" },
-	[USMC_R_PERMISSION]	= { "permission", "the peer's user is not allowed",
-				    "run both ends as one user (nginx: add 'user <you>;'), or allow "
-				    "the other user on both ends: usmc run -a UID / USMC_ALLOW" },
+	[USMC_R_PERMISSION]	= { "permission", "the peer is another user, or one USMC_ALLOW does not trust",
+				    "run both ends as one user (nginx: add 'user <you>;'): usmc's objects are "
+				    "private to their user, so two users always talk over TCP" },
 	[USMC_R_LIMIT]		= { "limit_reached", "link group, connection, descriptor or address-space limit "
 				    "(also: moved to TCP to give descriptors back when the program ran out)",
 				    "raise the descriptor limit (ulimit -n; usmc takes three per "
