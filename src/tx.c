@@ -15,37 +15,13 @@
 #include "sock.h"
 #include "sys.h"
 #include "tx.h"
+#include "tx_int.h"
 #include "wait.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-
-/* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
- * tx_lock; the lazy view's window starts again there (sock.h). */
-static void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
-{
-	if (*head != *prod || !(*prod & (sk->size - 1)))
-		return;
-	*prod = *head = ring_rewind(*prod, sk->size);
-	usmc_tx_publish_skip(sk, *prod);
-	STORE_RELAXED(&sk->sh->tx_stuck, 0);
-	sk->sh->tx_cons_at = *prod;
-}
-
-/* Proposed: the ring is never reused before the accept is proven (sock.h
- * usmc_unproven), whatever its reader's line says: our bytes count from
- * the first one, cursor 0 (no rewind comes before a reuse).  True with
- * that view.  Caller holds tx_lock. */
-static bool tx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
-{
-	if (!usmc_unproven(sk))
-		return false;
-	*head = 0;
-	*prod = LOAD_RELAXED(&sk->sh->tx_prod);
-	return true;
-}
 
 /*
  * A device that cannot map the peer's DMB (sk->tx_move, dev.h): the n bytes
@@ -54,7 +30,7 @@ static bool tx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *pr
  * sndbuf keeps them: a move to TCP sends from there (migrate.c).  Caller
  * holds tx_lock; 0, or -errno: the connection is broken.
  */
-static int tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n)
+int usmc_tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n)
 {
 	struct usmc_lgr *l = sk->lgr;
 	uint32_t off = (uint32_t)(from & (sk->size - 1));
@@ -65,19 +41,6 @@ static int tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n)
 	if (!rc && first < n)
 		rc = l->dev->move_data(l, sk->slot, usmc_tx_dir(sk), 0, (uint32_t)(n - first));
 	return rc;
-}
-
-static inline __attribute__((always_inline)) int tx_to_dmb(struct usmc_sock *sk, uint64_t from,
-							   size_t n)
-{
-	return likely(!sk->tx_move) ? 0 : tx_move_slow(sk, from, n);
-}
-
-/* A send ran out of room: an edge-triggered EPOLLOUT is due once there is
- * room again (epoll_wait.c's reg_news).  Caller holds tx_lock. */
-static void tx_nospace(struct usmc_sock *sk)
-{
-	STORE_RELAXED(&sk->sh->tx_nospace, LOAD_RELAXED(&sk->sh->tx_nospace) + 1);
 }
 
 /* Copy from an iovec cursor into the ring; advances the cursor. */
@@ -495,14 +458,6 @@ slow:
 	return USMC_SLOW;
 }
 
-/* want, cut to what the buffer sizes leave room for (usmc_tx_cap). */
-static size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
-{
-	uint64_t cap = usmc_tx_cap(sk);
-
-	return prod - head >= cap ? 0 : (size_t)MIN((uint64_t)want, cap - (prod - head));
-}
-
 static bool zerocopy_on(int fd)
 {
 	socklen_t len = sizeof(int);
@@ -708,131 +663,34 @@ moved:
 	return ret;
 }
 
-/*
- * Input that can run dry without ending (a pipe, a socket): a splice
- * returns what it moved once the input has nothing more at hand, and
- * waits only while it moved nothing (not even then with in_nonblock:
- * SPLICE_F_NONBLOCK), as the kernel's splice does.  True: stop reading.
- */
-static bool input_dry(int in_fd, bool stream, bool in_nonblock, size_t done, int *rc)
-{
-	struct pollfd p = { .fd = in_fd, .events = POLLIN };
+/* ---- for tx_splice.c (tx_int.h) ------------------------------------------ */
 
-	if (!stream || (!done && !in_nonblock))
-		return false;
-	if (sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
-		return false;
-	if (!done)
-		*rc = -EAGAIN;
-	return true;
+bool usmc_tx_held(const struct usmc_sock_sh *sh)
+{
+	return unlikely(tx_depth) && tx_is_held(sh);
 }
 
-/* sendfile(2) and splice(2) into a shared-memory connection: read(2)
- * straight into the DMB. */
-ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, size_t len,
-			bool in_nonblock)
+int usmc_tx_lock(struct usmc_sock *sk)
 {
-	bool nonblock = sk_flag(sk, SKF_NONBLOCK), eof = false, stream;
-	size_t done = 0;
-	struct stat st;
-	int rc;
+	return tx_lock(sk, false);
+}
 
-	if (unlikely(tx_depth) && tx_is_held(sk->sh))
-		return -EAGAIN;		/* from a handler that interrupted a send on it */
-	usmc_server_resolve(sk, fd, true);
-	usmc_sock_refresh(sk, fd);
-	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
-		return tx_moved(sk, fd, nonblock, 0);
-	stream = !fstat(in_fd, &st) && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
-	rc = tx_lock(sk, false);
-	if (rc)
-		return rc;
-	while (done < len) {
-		uint64_t prod, head;
-		size_t n;
-		ssize_t r;
-
-		/* Moved to TCP while we waited: the pump fixed the end of the
-		 * ring under this lock (migrate.c); nothing more goes into it. */
-		if (unlikely(sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)) {
-			if (done)
-				break;
-			tx_unlock(sk, fd, false);
-			return tx_moved(sk, fd, nonblock, 0);
-		}
-		rc = tx_state(sk, !done);
-		if (rc == 1) {
-			/* The peer closed: as TCP's first send after that, what
-			 * the socket buffer would take counts as sent, and the
-			 * input is consumed as far (never the whole request: a
-			 * caller that trusts the count seeks its file by it). */
-			size_t k = (size_t)MIN((uint64_t)(len - done),
-					       MIN(usmc_tx_cap(sk), (uint64_t)sk->size));
-
-			if (off)
-				*off += (off_t)k;
-			else if (lseek(in_fd, (off_t)k, SEEK_CUR) < 0)
-				k = 0;
-			done += k;
-			break;
-		}
-		if (rc)
-			break;
-		if (!tx_unproven(sk, &head, &prod) && !usmc_tx_view(sk, &head, &prod)) {
-			usmc_sock_abort(sk, USMC_A_PROTOCOL);
-			continue;
-		}
-		tx_rewind(sk, &head, &prod);
-		n = ring_span(sk->size, prod, usmc_tx_room(sk, prod, head,
-							   tx_want(sk, prod, head, len - done)));
-		if (!n) {
-			tx_nospace(sk);
-			if (nonblock || done)
-				break;
-			tx_unlock(sk, fd, false);
-			rc = usmc_wait(sk, fd, USMC_WAIT_TX, usmc_sock_timeout(sk, fd, SO_SNDTIMEO));
-			if (rc == -EINTR && !usmc_sig_should_eintr(-1))
-				rc = 0;
-			if (rc || tx_lock(sk, false))
-				return done ? (ssize_t)done : rc;
-			continue;
-		}
-		if (input_dry(in_fd, stream, in_nonblock, done, &rc))
-			break;
-		if (off) {
-			r = pread(in_fd, sk->tx_ring + (prod & (sk->size - 1)), n, *off);
-			if (r < 0)
-				r = -errno;
-		} else {
-			r = sys_read(in_fd, sk->tx_ring + (prod & (sk->size - 1)), n);
-		}
-		if (r <= 0) {
-			rc = (int)r;
-			eof = !r;
-			break;
-		}
-		if (unlikely(tx_to_dmb(sk, prod, (size_t)r))) {
-			/* Read from the input, never sent: as a reset TCP's. */
-			usmc_sock_abort(sk, USMC_A_PROTOCOL);
-			continue;
-		}
-		if (off)
-			*off += r;
-		usmc_tx_publish(sk, prod + (uint64_t)r);
-		done += (size_t)r;
-		usmc_kick_data(sk);
-	}
-	if (done && sk->st)
-		usmc_stat_add(&sk->st->tx_bytes, done);	/* under tx_lock, as above */
+void usmc_tx_unlock(struct usmc_sock *sk, int fd)
+{
 	tx_unlock(sk, fd, false);
-	if (done) {
-		STAT_ADD(tx_bytes, done);
-		STAT_CALL(tx, done);
-		return (ssize_t)done;
-	}
-	if (rc < 0)
-		return tx_fail(rc, 0);
-	if (eof || !len)
-		return 0;	/* end of the input file */
-	return rc ? rc : -EAGAIN;
+}
+
+int usmc_tx_state(struct usmc_sock *sk, bool take)
+{
+	return tx_state(sk, take);
+}
+
+ssize_t usmc_tx_moved(struct usmc_sock *sk, int fd, bool nonblock, int flags)
+{
+	return tx_moved(sk, fd, nonblock, flags);
+}
+
+ssize_t usmc_tx_fail(ssize_t err, int flags)
+{
+	return tx_fail(err, flags);
 }

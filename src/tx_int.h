@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tx_int.h - the send side's own rules, shared by tx.c (send, write,
+ * writev) and tx_splice.c (sendfile, splice).  Everything here runs with
+ * tx_lock held unless it says otherwise.  Not for other layers: they go
+ * through tx.h.
+ */
+#ifndef USMC_TX_INT_H
+#define USMC_TX_INT_H
+
+#include "sock.h"
+#include "tx.h"
+
+int usmc_tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n);
+
+/* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
+ * tx_lock; the lazy view's window starts again there (sock.h). */
+static inline void tx_rewind(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	if (*head != *prod || !(*prod & (sk->size - 1)))
+		return;
+	*prod = *head = ring_rewind(*prod, sk->size);
+	usmc_tx_publish_skip(sk, *prod);
+	STORE_RELAXED(&sk->sh->tx_stuck, 0);
+	sk->sh->tx_cons_at = *prod;
+}
+
+/* Proposed: the ring is never reused before the accept is proven (sock.h
+ * usmc_unproven), whatever its reader's line says: our bytes count from
+ * the first one, cursor 0 (no rewind comes before a reuse).  True with
+ * that view.  Caller holds tx_lock. */
+static inline bool tx_unproven(const struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	if (!usmc_unproven(sk))
+		return false;
+	*head = 0;
+	*prod = LOAD_RELAXED(&sk->sh->tx_prod);
+	return true;
+}
+
+static inline __attribute__((always_inline)) int tx_to_dmb(struct usmc_sock *sk, uint64_t from,
+							   size_t n)
+{
+	return likely(!sk->tx_move) ? 0 : usmc_tx_move_slow(sk, from, n);
+}
+
+/* A send ran out of room: an edge-triggered EPOLLOUT is due once there is
+ * room again (epoll_wait.c's reg_news).  Caller holds tx_lock. */
+static inline void tx_nospace(struct usmc_sock *sk)
+{
+	STORE_RELAXED(&sk->sh->tx_nospace, LOAD_RELAXED(&sk->sh->tx_nospace) + 1);
+}
+
+/* want, cut to what the buffer sizes leave room for (usmc_tx_cap). */
+static inline size_t tx_want(const struct usmc_sock *sk, uint64_t prod, uint64_t head, size_t want)
+{
+	uint64_t cap = usmc_tx_cap(sk);
+
+	return prod - head >= cap ? 0 : (size_t)MIN((uint64_t)want, cap - (prod - head));
+}
+
+/* A handler that interrupted a send on sh in this thread holds its lock. */
+bool usmc_tx_held(const struct usmc_sock_sh *sh);
+/* tx_lock for a sender that may sleep between (not for handlers' flush). */
+int usmc_tx_lock(struct usmc_sock *sk);
+void usmc_tx_unlock(struct usmc_sock *sk, int fd);
+/* Errors a send reports before writing, as TCP: 0, -errno, or 1 (the peer
+ * is gone: this send is its last, tx.c). */
+int usmc_tx_state(struct usmc_sock *sk, bool take);
+/* Left shared memory: the ring's bytes first, then USMC_PASS.  No lock. */
+ssize_t usmc_tx_moved(struct usmc_sock *sk, int fd, bool nonblock, int flags);
+/* EPIPE raises SIGPIPE unless MSG_NOSIGNAL, as the kernel's send. */
+ssize_t usmc_tx_fail(ssize_t err, int flags);
+
+#endif
