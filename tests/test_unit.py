@@ -108,7 +108,7 @@ def _sem_params():
 # happens instead.
 COPY_SKIP = {
     "t_fast": ["forked"],
-    "t_fork": ["writer_procs"],
+    "t_writers": ["writer_procs"],
     "t_handover": [n + p for n in ("close", "mmsg", "twice", "keep", "in_ring", "client_side",
                                    "client_connecting", "ctrunc") for p in ("", "_plain")]
                   + ["shut"],

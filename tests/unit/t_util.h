@@ -287,6 +287,16 @@ static T_UNUSED void t_pair(int *c, int *s)
 	close(lfd);
 }
 
+/* The next read says EOF. */
+static T_UNUSED void t_expect_eof(int fd)
+{
+	char b[8];
+	ssize_t n = read(fd, b, sizeof(b));
+
+	if (n != 0)
+		t_fail("expected EOF on fd %d, read %zd (%s)", fd, n, n < 0 ? strerror(errno) : "data");
+}
+
 static T_UNUSED void t_set_nonblock(int fd, bool on)
 {
 	int fl = t_ok(fcntl(fd, F_GETFL));
