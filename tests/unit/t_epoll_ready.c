@@ -290,44 +290,33 @@ static long long wake_bytes(void)
 static void undecided(uint32_t et)
 {
 	struct epoll_event ev[4];
-	char port[16], fd[16], b;
+	char b;
 	long long wakes = wake_bytes();
 	uint16_t lport;
-	int lfd = t_listen(&lport), ep = ep_new(), sv[2], s, n;
+	int lfd = t_listen(&lport), ep = ep_new(), sync, s, n;
 	pid_t pid;
 
-	t_sync_pair(sv);
-	snprintf(port, sizeof(port), "%u", lport);
-	snprintf(fd, sizeof(fd), "%d", sv[1]);
-	pid = t_fork_helper();
-	if (pid == 0) {
-		char *argv[] = { (char *)"t_epoll_ready", (char *)"late-client", port, fd, NULL };
-
-		setenv("USMC_FAULT", "late", 1);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	close(sv[1]);
+	pid = t_spawn_late_client(lport, &sync);
 	s = t_accept(lfd);
 	t_set_nonblock(s, true);
 	ep_add(ep, s, EPOLLIN | et, 9);
-	t_sync_wait(sv[0]);
+	t_sync_wait(sync);
 	/* Its connect() returned: the wake byte is here, and is not ours. */
 	expect_none(ep);
-	t_sync_post(sv[0]);
+	t_sync_post(sync);
 	n = ep_wait(ep, ev, 4, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 9 && ev[0].events == EPOLLIN,
 		 "after the client's byte: %d events, first %#x", n, n ? ev[0].events : 0);
 	t_read_all(s, &b, 1);
 	t_assert(b == 'u', "read %#x", b);
 	t_write_all(s, "u", 1);
-	t_sync_post(sv[0]);
+	t_sync_post(sync);
 	t_wait_child(pid, "late client");
 	t_assert_smc(s);
 	t_smc_pairs++;
 	if (t_accel())
 		t_assert(wake_bytes() - wakes == 1, "wake bytes: %lld", wake_bytes() - wakes);
-	close(sv[0]);
+	close(sync);
 	close(ep);
 	close(lfd);
 	close(s);

@@ -248,28 +248,6 @@ static int late_client_main(const char *port, const char *fd)
 	return 0;
 }
 
-static pid_t late_client(uint16_t port, int *from)
-{
-	char p[16], f[16];
-	int sv[2];
-	pid_t pid;
-
-	t_sync_pair(sv);
-	snprintf(p, sizeof(p), "%u", port);
-	snprintf(f, sizeof(f), "%d", sv[1]);
-	pid = t_fork_helper();
-	if (pid == 0) {
-		char *argv[] = { (char *)"t_stdio", (char *)"late-client", p, f, NULL };
-
-		close(sv[0]);
-		setenv("USMC_FAULT", "late", 1);
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	close(sv[1]);
-	*from = sv[0];
-	return pid;
-}
 
 /* What the late client got back, byte for byte (a NUL shows as \0). */
 static void late_obs(int from, pid_t pid, const char *how)
@@ -315,7 +293,7 @@ static void late_child(bool exec_plain, const char *how)
 {
 	uint16_t port;
 	int l = t_listen(&port), from, s;
-	pid_t cl = late_client(port, &from), kid;
+	pid_t cl = t_spawn_late_client(port, &from), kid;
 
 	s = t_accept(l);
 	fflush(stdout);
@@ -345,7 +323,7 @@ static void sc_late_accept_fd0(void)
 {
 	uint16_t port;
 	int l = t_listen(&port), from;
-	pid_t cl = late_client(port, &from), kid;
+	pid_t cl = t_spawn_late_client(port, &from), kid;
 
 	fflush(stdout);
 	kid = t_fork_helper();

@@ -531,6 +531,35 @@ static T_UNUSED void t_sync_wait(int fd)
 }
 
 /*
+ * This program again as role "late-client PORT FD" under USMC_FAULT=late
+ * (a client whose proposal comes after the server's accept, which returns
+ * undecided): the program's main() runs the role; FD is the child's end
+ * of a t_sync_pair whose other end goes to *sync.  Returns the child.
+ */
+static T_UNUSED pid_t t_spawn_late_client(uint16_t port, int *sync)
+{
+	char p[16], f[16];
+	int sv[2];
+	pid_t pid;
+
+	t_sync_pair(sv);
+	snprintf(p, sizeof(p), "%u", port);
+	snprintf(f, sizeof(f), "%d", sv[1]);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		char *argv[] = { (char *)t_name, (char *)"late-client", p, f, NULL };
+
+		close(sv[0]);
+		setenv("USMC_FAULT", "late", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	*sync = sv[0];
+	return pid;
+}
+
+/*
  * Start this very program again (argv[1] = role) without libusmc: its
  * sockets are plain kernel TCP, the "peer that is not usmc" case.
  */
