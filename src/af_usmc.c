@@ -52,6 +52,7 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 	STORE_RELAXED(&st->reason, (uint8_t)LOAD_RELAXED(&sk->sh->reason));
 	STORE_RELEASE(&st->state, 1);
 	sk->st = st;
+	sk->st_start = st->start_ns;
 }
 
 static const char *role_name(const struct usmc_sock *sk)
@@ -764,7 +765,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	if (sk->ln)
 		usmc_clc_ln_put(sk->ln);
 	sk->ln = NULL;
-	usmc_stats_conn_free(sk->st);
+	usmc_stats_conn_free(sk->st, sk->st_start);
 	sk->st = NULL;
 }
 

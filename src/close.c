@@ -129,6 +129,6 @@ void usmc_conn_exit(struct usmc_sock *sk)
 			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen,
 					      !sk_flag(sk, SKF_DECLINED));
 	}
-	usmc_stats_conn_free(sk->st);
+	usmc_stats_conn_free(sk->st, sk->st_start);
 	sk->st = NULL;
 }

@@ -339,8 +339,13 @@ static void out_prepare(struct scm_out *o, int fd, const struct msghdr *msg)
 /* After the send: sent (the ticket's count stays in flight) or not. */
 static void out_done(struct scm_out *o, bool sent)
 {
+	int i;
+
 	if (o->counted && !sent)
 		out_count(o, -1);
+	for (i = 0; o->counted && sent && i < o->nfds; i++)
+		if (o->sk[i])
+			o->sk[i]->st_handed = true;
 	out_release(o);
 }
 

@@ -103,6 +103,8 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 	sk->tx_move = false;
 	sk->bell_own = sk->bell_peer = -1;
 	sk->st = NULL;
+	sk->st_handed = false;
+	sk->st_start = 0;
 	sk->migrate_pos = 0;
 	sk->migrate_end = MIGRATE_END_UNKNOWN;
 	sk->route_ns = 0;
@@ -173,6 +175,12 @@ void usmc_sock_put_last(struct usmc_sock *sk, int fd)
 		usmc_family_free(sk->sh);
 	} else {
 		usmc_sock_detach_local(sk);
+		/* Handed over: the adopter lists it; an entry of ours would
+		 * stay until we exit (a node cluster's primary, which passes
+		 * every connection it accepts, listed thousands). */
+		if (sk->st_handed && sk->st && sk->st->pid == (uint32_t)usmc_getpid())
+			usmc_stats_conn_free(sk->st, sk->st_start);
+		sk->st = NULL;
 	}
 	if (held >= 0)
 		usmc_ifd_close(held);

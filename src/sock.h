@@ -163,6 +163,10 @@ struct usmc_sock {
 	uint64_t route_ns;		/* client: the listener's namespace when not ours,
 					 * until the route to it is proven (af_usmc.c) */
 	bool accept_proven;		/* client: the server end said it decided (clc_proof.c) */
+	bool st_handed;			/* sent to a process that adopts it (scm_send.c): it
+					 * lists the connection itself, and our entry goes
+					 * when our last descriptor does (sock.c) */
+	uint64_t st_start;		/* st's start_ns when it was made for us */
 
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */

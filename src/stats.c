@@ -430,12 +430,13 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 	return NULL;
 }
 
-void usmc_stats_conn_free(struct usmc_stats_conn *c)
+void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start)
 {
 	struct usmc_stats_file *f = stats_file;
 
 	/* Released once: folding the owner's slot may have done it. */
-	if (c && atomic_exchange(&c->state, 0) && f && c->proc < USMC_STATS_PROCS)
+	if (c && c->start_ns == start && atomic_exchange(&c->state, 0) && f &&
+	    c->proc < USMC_STATS_PROCS)
 		atomic_fetch_sub(&f->procs[c->proc].nconns, 1);
 }
 

@@ -173,7 +173,9 @@ void usmc_stats_after_fork(void);
 void usmc_stats_detach(void);
 
 struct usmc_stats_conn *usmc_stats_conn_alloc(void);
-void usmc_stats_conn_free(struct usmc_stats_conn *c);
+/* Unlisted, if c is still the entry made at start (an entry freed and
+ * made again for another connection is left alone). */
+void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start);
 
 /* CLI: map the file read-write without claiming a slot. */
 struct usmc_stats_file *usmc_stats_map(void);

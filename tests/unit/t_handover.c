@@ -85,6 +85,10 @@
  * first (handed_over at the acceptor, peer_moved_to_tcp at the client).
  *
  * usage: t_handover [check...]
+ *
+ * Wherever the acceptor passes what it accepted, it ends with nothing
+ * listed as its own in `usmc stat` (a passed connection's entry used to
+ * stay until the acceptor exited).
  */
 #include "t_util.h"
 
@@ -467,6 +471,22 @@ static long long handed_over(void)
 }
 
 /* Role acceptor: one check. */
+/* Connections `usmc stat` lists as this process's. */
+static int listed_here(void)
+{
+	char pat[32], *j, *p;
+	int n = 0;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	snprintf(pat, sizeof(pat), "{\"pid\": %d,", (int)getpid());
+	for (p = strstr(j, pat); p; p = strstr(p + 1, pat))
+		n++;
+	free(j);
+	return n;
+}
+
 static int acceptor(int flags)
 {
 	long long before = handed_over();
@@ -636,6 +656,11 @@ static int acceptor(int flags)
 	if (!(flags & (H_LATE | H_DECLINE | H_NOW)) && t_accel())
 		t_assert(handed_over() == before + !!(flags & H_PLAIN), "handed_over %lld, was %lld",
 			 handed_over(), before);
+	/* Every copy is closed: nothing is listed as ours (the entry of a
+	 * connection passed to a worker that adopted it used to stay until
+	 * we exited: a node cluster's primary listed thousands). */
+	t_assert(listed_here() == 0, "%d connections still listed as this process's",
+		 listed_here());
 	return 0;
 }
 
