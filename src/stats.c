@@ -395,9 +395,13 @@ static void stats_drop_poisoned(void)
 	pthread_mutex_unlock(&stats_lock);
 }
 
+/* Where the next entry is looked for: after the last one made, or the
+ * last one freed here (the pages touched stay those of the most entries
+ * at once, not the whole table). */
+static _Atomic unsigned int conn_hint;
+
 struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 {
-	static _Atomic unsigned int hint;
 	struct usmc_stats_file *f = stats_file;
 	unsigned int start, k;
 
@@ -407,7 +411,7 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 	}
 	if (!f || my_slot < 0)
 		return NULL;
-	start = atomic_fetch_add_explicit(&hint, 1, memory_order_relaxed);
+	start = atomic_fetch_add_explicit(&conn_hint, 1, memory_order_relaxed);
 	for (k = 0; k < USMC_STATS_CONNS; k++) {
 		struct usmc_stats_conn *e = &f->conns[(start + k) % USMC_STATS_CONNS];
 		uint32_t free_ = 0;
@@ -436,8 +440,11 @@ void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start)
 
 	/* Released once: folding the owner's slot may have done it. */
 	if (c && c->start_ns == start && atomic_exchange(&c->state, 0) && f &&
-	    c->proc < USMC_STATS_PROCS)
+	    c->proc < USMC_STATS_PROCS) {
 		atomic_fetch_sub(&f->procs[c->proc].nconns, 1);
+		if (c >= f->conns && c < f->conns + USMC_STATS_CONNS)
+			STORE_RELAXED(&conn_hint, (unsigned int)(c - f->conns));
+	}
 }
 
 struct usmc_stats_file *usmc_stats_map(void)
