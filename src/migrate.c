@@ -534,6 +534,29 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 }
 
 /*
+ * A declined client that only ever wrote closes with the server's decline
+ * byte unread: the kernel's close would reset the connection for it, and
+ * the server's read of our last bytes would say ECONNRESET (vsftpd: 426
+ * after a whole upload; lftp then slept through its reconnect delay).
+ * The server sends it right after the answer we acted on: a short wait,
+ * bounded (a server stopped in between costs a second, not a hang).
+ */
+static void close_take_decline(struct usmc_sock *sk, int fd)
+{
+	int tries;
+
+	for (tries = 0; tries < 10 && sk_flag(sk, SKF_WAKEBYTE); tries++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		int rc = usmc_tcp_skip_wake(sk, fd, true);
+
+		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+			sys_poll(&p, 1, 100);
+		else if (rc != -EINTR)
+			break;
+	}
+}
+
+/*
  * Closing with our bytes still in the ring, bound for TCP.  TCP would send
  * them after close(); we cannot outlive the call, so we send what the
  * socket buffer takes now, and if that is not all, reset the connection so
@@ -549,6 +572,8 @@ void usmc_migrate_on_close(struct usmc_sock *sk, int fd)
 		usmc_migrate_declined(sk);
 		pthread_mutex_unlock(&sk->lock);
 	}
+	if (sk->role == 'C' && sk_mode(sk) == USMC_MODE_TCP)
+		close_take_decline(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_MIGRATING)
 		return;
 	if (sk_flag(sk, SKF_WAKEBYTE))
