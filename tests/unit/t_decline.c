@@ -12,6 +12,8 @@
  *                  decline byte unread, and its kernel reset the
  *                  connection: the server's read said ECONNRESET after the
  *                  whole upload, vsftpd answered 426)
+ *   write_exit     the same from a client process that exits without
+ *                  closing (_exit: its last copy, closed by the kernel)
  *
  * usage: t_decline [check...]
  */
@@ -89,18 +91,26 @@ static pid_t start_server(int *sync, uint16_t *port)
 	return pid;
 }
 
-static void check_write_close(void)
+static void write_then(bool leave)
 {
 	uint64_t res[2];
 	uint16_t port;
 	int sync, c;
-	pid_t srv = start_server(&sync, &port);
+	pid_t srv = start_server(&sync, &port), cl = 0;
 
-	c = t_connect(port);
-	send_pat(c, 1, 0, FIRST);	/* queued in the ring: proposed */
-	t_sync_wait(sync);			/* accepted, and declined */
-	send_pat(c, 1, FIRST, REST);	/* finds the decline, moves */
-	t_ok(close(c));
+	if (leave)
+		cl = t_fork_helper();
+	if (cl == 0) {
+		c = t_connect(port);
+		send_pat(c, 1, 0, FIRST);	/* queued in the ring: proposed */
+		t_sync_wait(sync);		/* accepted, and declined */
+		send_pat(c, 1, FIRST, REST);	/* finds the decline, moves */
+		if (leave)
+			_exit(0);
+		t_ok(close(c));
+	} else {
+		t_wait_child(cl, "client leaving by _exit");
+	}
 	t_assert(t_sync_recv(sync, res, sizeof(res)), "no result from the server");
 	t_assert(res[0] == FIRST + REST && res[1] == 0,
 		 "server read %llu of %u bytes, then %s", (unsigned long long)res[0],
@@ -110,8 +120,19 @@ static void check_write_close(void)
 	t_tcp_conns = -1;	/* the reasons are the fault's (t_stdio, t_handover) */
 }
 
+static void check_write_close(void)
+{
+	write_then(false);
+}
+
+static void check_write_exit(void)
+{
+	write_then(true);
+}
+
 static const struct t_check checks[] = {
 	{ "write_close", check_write_close },
+	{ "write_exit", check_write_exit },
 };
 
 int main(int argc, char **argv)
