@@ -726,6 +726,11 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		usmc_server_resolve(sk, fd, true);
 	if (sk_flag(sk, SKF_COUNT_LATER))
 		usmc_sock_count_late(sk, fd);
+	/* Never close with the peer's CLC byte unread (migrate.c), declined
+	 * or not; a client still moving reads it as it moves. */
+	if (fd >= 0 && sk_flag(sk, SKF_WAKEBYTE) &&
+	    (sk->role == 'S' || sk_mode(sk) == USMC_MODE_TCP))
+		usmc_close_take_owed(sk, fd);
 	if (sk->lgr) {
 		bool attached = true, aborted;
 		uint32_t mode;
@@ -749,10 +754,6 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		if (fd >= 0 && !aborted && mode == USMC_MODE_SMCD && sk_flag(sk, SKF_ABORTED))
 			real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
 					sizeof(struct linger));
-		/* The server never leaves the client's wake byte unread: a TCP
-		 * close with unread bytes would send an RST. */
-		if (sk->role == 'S' && sk_flag(sk, SKF_WAKEBYTE) && fd >= 0)
-			usmc_tcp_skip_wake(sk, fd, true);
 		/* Declined (still moving bytes to TCP, or done with that):
 		 * the server let go, and may not even be able to map our
 		 * link group to say so in the slot (another user). */

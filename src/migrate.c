@@ -534,14 +534,15 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 }
 
 /*
- * A declined client that only ever wrote closes with the server's decline
- * byte unread: the kernel's close would reset the connection for it, and
- * the server's read of our last bytes would say ECONNRESET (vsftpd: 426
- * after a whole upload; lftp then slept through its reconnect delay).
- * The server sends it right after the answer we acted on: a short wait,
- * bounded (a server stopped in between costs a second, not a hang).
+ * A peer that only ever wrote closes with our CLC byte unread (a declined
+ * client, the server's decline byte; a server, the client's wake byte):
+ * the kernel's close would reset the connection for it, and the peer's
+ * read of our last bytes would say ECONNRESET (vsftpd: 426 after a whole
+ * upload; lftp then slept through its reconnect delay).  The byte is sent
+ * right after what told us it is owed: a short wait, bounded (a peer
+ * stopped in between costs a second, not a hang).
  */
-static void close_take_decline(struct usmc_sock *sk, int fd)
+void usmc_close_take_owed(struct usmc_sock *sk, int fd)
 {
 	int tries;
 
@@ -572,8 +573,6 @@ void usmc_migrate_on_close(struct usmc_sock *sk, int fd)
 		usmc_migrate_declined(sk);
 		pthread_mutex_unlock(&sk->lock);
 	}
-	if (sk->role == 'C' && sk_mode(sk) == USMC_MODE_TCP)
-		close_take_decline(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_MIGRATING)
 		return;
 	if (sk_flag(sk, SKF_WAKEBYTE))

@@ -14,6 +14,10 @@
  *                  whole upload, vsftpd answered 426)
  *   write_exit     the same from a client process that exits without
  *                  closing (_exit: its last copy, closed by the kernel)
+ *   server_writes  the reverse: a client whose proposal comes after the
+ *                  server's accept waits to read (it sent its wake byte),
+ *                  the server declines, writes and closes without reading:
+ *                  the client reads every byte, then EOF
  *
  * usage: t_decline [check...]
  */
@@ -68,7 +72,24 @@ static int server_main(int sync)
 	return 0;
 }
 
-static pid_t start_server(int *sync, uint16_t *port)
+/* Role "push FD": listen, say the port, accept, wait until told, write
+ * REST pattern bytes and close without reading. */
+static int push_main(int sync)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), s;
+
+	t_sync_send(sync, &port, sizeof(port));
+	s = t_accept(lfd);
+	t_sync_wait(sync);
+	t_msleep(100);		/* the client waits in read(): its wake byte */
+	send_pat(s, 2, 0, REST);
+	t_ok(close(s));
+	close(lfd);
+	return 0;
+}
+
+static pid_t start_role(const char *role, int *sync, uint16_t *port)
 {
 	char f[16];
 	int sv[2];
@@ -78,7 +99,7 @@ static pid_t start_server(int *sync, uint16_t *port)
 	snprintf(f, sizeof(f), "%d", sv[1]);
 	pid = t_fork_helper();
 	if (pid == 0) {
-		char *argv[] = { (char *)t_name, (char *)"server", f, NULL };
+		char *argv[] = { (char *)t_name, (char *)role, f, NULL };
 
 		close(sv[0]);
 		setenv("USMC_FAULT", "attach", 1);
@@ -96,7 +117,7 @@ static void write_then(bool leave)
 	uint64_t res[2];
 	uint16_t port;
 	int sync, c;
-	pid_t srv = start_server(&sync, &port), cl = 0;
+	pid_t srv = start_role("server", &sync, &port), cl = 0;
 
 	if (leave)
 		cl = t_fork_helper();
@@ -130,9 +151,40 @@ static void check_write_exit(void)
 	write_then(true);
 }
 
+/* Role "pull PORT FD" (USMC_FAULT=late: its proposal comes after the
+ * server's accept, so it sends the CLC wake byte while it waits): tell
+ * the server, read REST pattern bytes, then EOF. */
+static int pull_main(uint16_t port, int sync)
+{
+	int c = t_connect(port);
+
+	t_sync_post(sync);
+	t_recv_pat(c, 2, REST);
+	t_expect_eof(c);
+	t_ok(close(c));
+	return 0;
+}
+
+static void check_server_writes(void)
+{
+	uint16_t port;
+	int sync, from;
+	pid_t srv = start_role("push", &sync, &port), cl;
+
+	cl = t_spawn_late_client(port, &from);
+	t_sync_wait(from);
+	t_sync_post(sync);
+	t_wait_child(cl, "client");
+	t_wait_child(srv, "server");
+	close(from);
+	close(sync);
+	t_tcp_conns = -1;
+}
+
 static const struct t_check checks[] = {
 	{ "write_close", check_write_close },
 	{ "write_exit", check_write_exit },
+	{ "server_writes", check_server_writes },
 };
 
 int main(int argc, char **argv)
@@ -142,6 +194,14 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "server")) {
 		alarm(60);	/* a role: never outlive a hang */
 		return server_main(atoi(argv[2]));
+	}
+	if (argc == 4 && !strcmp(argv[1], "late-client")) {
+		alarm(60);
+		return pull_main((uint16_t)atoi(argv[2]), atoi(argv[3]));
+	}
+	if (argc == 3 && !strcmp(argv[1], "push")) {
+		alarm(60);
+		return push_main(atoi(argv[2]));
 	}
 	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
 }
