@@ -596,18 +596,37 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
  * stdio, whose reads are its own (stdstream.c).  A peer that ends or
  * resets first: the reader sees that instead.
  */
-void usmc_tcp_take_owed(struct usmc_sock *sk, int fd)
+static void take_owed(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
 {
-	while (sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) {
-		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-		int rc = usmc_tcp_skip_wake(sk, fd, true);
+	uint64_t deadline = ms < 0 ? 0 : usmc_now_ns() + (uint64_t)ms * 1000000;
 
-		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
-			sys_poll(&p, 1, -1);
+	while (sk_flag(sk, owed)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		int rc = usmc_tcp_skip_wake(sk, fd, true), left = ms < 0 ? -1 :
+								 (int)usmc_ms_left(deadline);
+
+		if ((rc == -EAGAIN || rc == -EWOULDBLOCK) && left)
+			sys_poll(&p, 1, left);
 		else if (rc != -EINTR)
-			break;	/* taken, an error, or EOF before it */
+			break;	/* taken, an error, EOF before it, or out of time */
 	}
 }
+
+void usmc_tcp_take_owed(struct usmc_sock *sk, int fd)
+{
+	take_owed(sk, fd, SKF_WAKEBYTE | SKF_TCP_DUP, -1);
+}
+
+/*
+ * A side that only ever wrote closes with the peer's CLC byte unread (a
+ * declined client, the server's decline byte; a server, the client's wake
+ * byte): the kernel's close would reset the connection for it, and the
+ * peer's read of our last bytes would say ECONNRESET (vsftpd: 426 after a
+ * whole upload; lftp then slept through its reconnect delay).  The byte
+ * is sent right after what told us it is owed: a short wait, bounded (a
+ * peer stopped in between costs a second, not a hang).
+ */
+#define CLOSE_OWED_WAIT_MS	1000
 
 void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 {
@@ -726,11 +745,9 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		usmc_server_resolve(sk, fd, true);
 	if (sk_flag(sk, SKF_COUNT_LATER))
 		usmc_sock_count_late(sk, fd);
-	/* Never close with the peer's CLC byte unread (migrate.c), declined
-	 * or not; a client still moving reads it as it moves. */
-	if (fd >= 0 && sk_flag(sk, SKF_WAKEBYTE) &&
-	    (sk->role == 'S' || sk_mode(sk) == USMC_MODE_TCP))
-		usmc_close_take_owed(sk, fd);
+	/* Never close with the peer's CLC byte unread (above). */
+	if (fd >= 0 && sk_close_owes_byte(sk))
+		take_owed(sk, fd, SKF_WAKEBYTE, CLOSE_OWED_WAIT_MS);
 	if (sk->lgr) {
 		bool attached = true, aborted;
 		uint32_t mode;

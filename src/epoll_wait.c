@@ -603,11 +603,8 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 			}
 		}
 		/* The time the look took comes off the kernel's wait. */
-		if (kt > 0) {
-			uint64_t now = usmc_now_ns();
-
-			kt = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-		}
+		if (kt > 0)
+			kt = (int)usmc_ms_left(deadline);
 		/* Ready already (or news seen: the doorbells rung meanwhile say
 		 * in which order): only look at the kernel. */
 		if (n || k || hit || pending || ep->again || room <= 0)
@@ -669,13 +666,8 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		 * kernel says the timeout has passed. */
 		if (n || timeout == 0 || (!k && kt))
 			break;
-		if (timeout > 0) {
-			uint64_t now = usmc_now_ns();
-
-			if (now >= deadline)
-				break;
-			timeout = (int)((deadline - now + 999999) / 1000000);
-		}
+		if (timeout > 0 && !(timeout = (int)usmc_ms_left(deadline)))
+			break;
 	}
 	if (!ep->closed) {
 		if (ep->nested)

@@ -280,11 +280,11 @@ struct usmc_sock_sh *usmc_family_alloc_private(void)
 
 void usmc_family_free(struct usmc_sock_sh *sh)
 {
+	struct usmc_sock_sh *own = family_get();
+
 	pthread_mutex_destroy(&sh->tx_lock.m);
 	pthread_mutex_destroy(&sh->rx_lock.m);
 	pthread_mutex_destroy(&sh->move_lock.m);
-	struct usmc_sock_sh *own = family_get();
-
 	if (LOAD_RELAXED(&sh->in_use) == USMC_SH_PRIVATE) {
 		free(sh);
 		return;

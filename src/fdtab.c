@@ -423,12 +423,10 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 	while (r > 1)
 		if (atomic_compare_exchange_weak(&sk->sh->refs, &r, r - 1))
 			goto dropped;
-	/* Ours is the last copy: the peer's CLC byte (a server's decline
-	 * byte, a client's wake byte), if it came, is taken (threads or
-	 * not: the look arbitrates), or the kernel's close of a socket with
-	 * an unread byte resets it (migrate.c usmc_close_take_owed). */
-	if (r == 1 && sk->kind == SK_CONN && sk_flag(sk, SKF_WAKEBYTE) &&
-	    (sk->role == 'S' || sk_mode(sk) == USMC_MODE_TCP) && exit_private_ok(sk))
+	/* Ours is the last copy: the peer's CLC byte, if it came, is taken
+	 * (threads or not: the look arbitrates), or the kernel's close of a
+	 * socket with an unread byte resets it (af_usmc.c, at a close). */
+	if (r == 1 && sk->kind == SK_CONN && sk_close_owes_byte(sk) && exit_private_ok(sk))
 		usmc_tcp_skip_wake(sk, fd, true);
 	if (r != 1 || (sk->kind != SK_LISTEN && !x->alone) ||
 	    !atomic_compare_exchange_strong(&sk->sh->refs, &r, 0))

@@ -534,30 +534,6 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 }
 
 /*
- * A peer that only ever wrote closes with our CLC byte unread (a declined
- * client, the server's decline byte; a server, the client's wake byte):
- * the kernel's close would reset the connection for it, and the peer's
- * read of our last bytes would say ECONNRESET (vsftpd: 426 after a whole
- * upload; lftp then slept through its reconnect delay).  The byte is sent
- * right after what told us it is owed: a short wait, bounded (a peer
- * stopped in between costs a second, not a hang).
- */
-void usmc_close_take_owed(struct usmc_sock *sk, int fd)
-{
-	int tries;
-
-	for (tries = 0; tries < 10 && sk_flag(sk, SKF_WAKEBYTE); tries++) {
-		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-		int rc = usmc_tcp_skip_wake(sk, fd, true);
-
-		if (rc == -EAGAIN || rc == -EWOULDBLOCK)
-			sys_poll(&p, 1, 100);
-		else if (rc != -EINTR)
-			break;
-	}
-}
-
-/*
  * Closing with our bytes still in the ring, bound for TCP.  TCP would send
  * them after close(); we cannot outlive the call, so we send what the
  * socket buffer takes now, and if that is not all, reset the connection so

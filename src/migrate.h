@@ -24,9 +24,6 @@ void usmc_migrate_follow(struct usmc_sock *sk, int fd);
 int usmc_migrate_declined(struct usmc_sock *sk);
 int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock);
 /* Last close of a migrating (or declined) connection: our queued bytes. */
-/* Closing: the CLC byte the peer owes us on TCP is read first, else the
- * kernel's close would reset the connection (bounded wait). */
-void usmc_close_take_owed(struct usmc_sock *sk, int fd);
 void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 /* We leave shared memory now, for reason (the peer follows). */
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);

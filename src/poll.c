@@ -70,15 +70,6 @@ bool usmc_poll_translated(struct usmc_sock *sk)
 	       (m == USMC_MODE_PROPOSED && !sk_flag(sk, SKF_CONNECTING));
 }
 
-static int64_t ms_left(uint64_t deadline)
-{
-	uint64_t now = usmc_now_ns();
-
-	if (now >= deadline)
-		return 0;
-	return (int64_t)((deadline - now + 999999) / 1000000);
-}
-
 /*
  * A server connection still undecided is polled as plain TCP; when its TCP
  * socket turns readable (the client's wake byte, or real TCP bytes) it is
@@ -251,7 +242,7 @@ restart:
 			rc = poll_settle_owed(fds, n);	/* 0: woken by an owed byte */
 		if (((rc > 0 && undecided && poll_undecided_moved(fds, n)) ||
 		     (owed && !rc && timeout)) && restarts++ < 8) {
-			if (timeout > 0 && !(timeout = (int)ms_left(deadline)))
+			if (timeout > 0 && !(timeout = (int)usmc_ms_left(deadline)))
 				return 0;
 			goto restart;
 		}
@@ -313,7 +304,7 @@ restart:
 			goto again;
 		/* The time the look took comes off the kernel's wait. */
 		if (kt > 0)
-			kt = (int)ms_left(deadline);
+			kt = (int)usmc_ms_left(deadline);
 		/* 3. arm, then build the kernel set */
 		nk = 0;
 		for (j = 0; j < n; j++)
@@ -430,7 +421,7 @@ restart:
 		if (ready || timeout == 0)
 			break;
 		if (timeout > 0) {
-			timeout = (int)ms_left(deadline);
+			timeout = (int)usmc_ms_left(deadline);
 			if (!timeout)
 				break;
 		}
@@ -448,7 +439,7 @@ again:
 	kfds = stack_k;
 	nent = 0;
 	if (timeout > 0)
-		timeout = (int)ms_left(deadline);
+		timeout = (int)usmc_ms_left(deadline);
 	goto restart;
 }
 

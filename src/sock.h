@@ -368,6 +368,14 @@ static inline bool sk_owes_bytes(const struct usmc_sock *sk)
 	return sk_mode(sk) == USMC_MODE_TCP && sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP);
 }
 
+/* At the last close or exit: the peer's CLC byte is still unread, and
+ * ours to take (af_usmc.c: a server's, declined or not; a client's once
+ * on TCP, a moving one takes it as it moves). */
+static inline bool sk_close_owes_byte(const struct usmc_sock *sk)
+{
+	return sk_flag(sk, SKF_WAKEBYTE) && (sk->role == 'S' || sk_mode(sk) == USMC_MODE_TCP);
+}
+
 /* sock.c: lifecycle */
 struct usmc_sock *usmc_sock_new(int fd, int kind);
 /* A local object for an existing shared half (exec adoption). */

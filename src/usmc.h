@@ -252,6 +252,8 @@ static inline uint64_t usmc_mix64(uint64_t x)
 }
 
 uint64_t usmc_now_ns(void);	/* CLOCK_MONOTONIC */
+/* Whole milliseconds left until deadline (usmc_now_ns), rounded up; 0 past it. */
+int64_t usmc_ms_left(uint64_t deadline);
 /* getpid() without a system call per connection: cached, forgotten in a
  * fork child (interpose.c atfork_child).  A child made by a raw clone(2)
  * that calls into usmc before exec would see its parent's pid; its

@@ -205,6 +205,15 @@ uint64_t usmc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int64_t usmc_ms_left(uint64_t deadline)
+{
+	uint64_t now = usmc_now_ns();
+
+	if (now >= deadline)
+		return 0;
+	return (int64_t)((deadline - now + 999999) / 1000000);
+}
+
 /* sandbox.h: set by libusmc's sandbox.c, here so that the layers the CLI
  * shares (stats.c) can test it. */
 _Atomic bool usmc_sandbox_on;

@@ -471,22 +471,6 @@ static long long handed_over(void)
 }
 
 /* Role acceptor: one check. */
-/* Connections `usmc stat` lists as this process's. */
-static int listed_here(void)
-{
-	char pat[32], *j, *p;
-	int n = 0;
-
-	if (!t_accel())
-		return 0;
-	j = t_stats_json();
-	snprintf(pat, sizeof(pat), "{\"pid\": %d,", (int)getpid());
-	for (p = strstr(j, pat); p; p = strstr(p + 1, pat))
-		n++;
-	free(j);
-	return n;
-}
-
 static int acceptor(int flags)
 {
 	long long before = handed_over();
@@ -659,8 +643,8 @@ static int acceptor(int flags)
 	/* Every copy is closed: nothing is listed as ours (the entry of a
 	 * connection passed to a worker that adopted it used to stay until
 	 * we exited: a node cluster's primary listed thousands). */
-	t_assert(listed_here() == 0, "%d connections still listed as this process's",
-		 listed_here());
+	t_assert(t_listed_here() == 0, "%d connections still listed as this process's",
+		 t_listed_here());
 	return 0;
 }
 

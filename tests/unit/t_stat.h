@@ -326,6 +326,22 @@ static T_UNUSED const char *t_fd_mode(int fd, char *out, size_t len)
 	return out;
 }
 
+/* Connections `usmc stat` lists as this process's (0 if not accelerating). */
+static T_UNUSED int t_listed_here(void)
+{
+	char pat[32], *j, *p;
+	int n = 0;
+
+	if (!t_accel())
+		return 0;
+	j = t_stats_json();
+	snprintf(pat, sizeof(pat), "{\"pid\": %d,", (int)getpid());
+	for (p = strstr(j, pat); p; p = strstr(p + 1, pat))
+		n++;
+	free(j);
+	return n;
+}
+
 /* Assert that fd is a shared-memory connection right now (if accelerating). */
 #define t_assert_smc(fd) t_assert_smc_at(__FILE__, __LINE__, fd)
 static T_UNUSED void t_assert_smc_at(const char *file, int line, int fd)
