@@ -108,6 +108,8 @@ void usmc_conn_established(struct usmc_sock *sk)
 	char a[64], b[64];
 
 	sk_set_mode(sk, USMC_MODE_SMCD);
+	if (sk->role == 'S')
+		sk_peer_seen(sk);
 	/* Where we run, for the peer's spin decisions (wait.c), before
 	 * either side first waits. */
 	usmc_publish_cpu(sk, sched_getcpu());
@@ -448,6 +450,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	/* A wake byte only for a server that accepted us undecided (clc.h). */
 	sk_set_flag(sk, (wake ? SKF_WAKE_SEND : 0) | (rc ? SKF_CONNECTING : 0));
 	sk_set_mode(sk, USMC_MODE_PROPOSED);
+	sk_peer_seen(sk);
 	/* From here our bytes go through shared memory: count the endpoint
 	 * now (a client may never look at the answer before it exits). */
 	if (!(atomic_fetch_or(&sk->sh->flags, SKF_COUNTED) & SKF_COUNTED)) {
@@ -543,7 +546,6 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 	return moved;
 }
 
-/* Server side of CLC after a match: attach, cross-check, answer. */
 /*
  * The wake (or decline) byte is taken exactly once: by whoever holds the
  * TCP look (wait.c), after checking the flag under it.  Two threads that
@@ -596,7 +598,7 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
  * stdio, whose reads are its own (stdstream.c).  A peer that ends or
  * resets first: the reader sees that instead.
  */
-static void take_owed(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
+void usmc_tcp_take_owed_ms(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
 {
 	uint64_t deadline = ms < 0 ? 0 : usmc_now_ns() + (uint64_t)ms * 1000000;
 
@@ -614,19 +616,8 @@ static void take_owed(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
 
 void usmc_tcp_take_owed(struct usmc_sock *sk, int fd)
 {
-	take_owed(sk, fd, SKF_WAKEBYTE | SKF_TCP_DUP, -1);
+	usmc_tcp_take_owed_ms(sk, fd, SKF_WAKEBYTE | SKF_TCP_DUP, -1);
 }
-
-/*
- * A side that only ever wrote closes with the peer's CLC byte unread (a
- * declined client, the server's decline byte; a server, the client's wake
- * byte): the kernel's close would reset the connection for it, and the
- * peer's read of our last bytes would say ECONNRESET (vsftpd: 426 after a
- * whole upload; lftp then slept through its reconnect delay).  The byte
- * is sent right after what told us it is owed: a short wait, bounded (a
- * peer stopped in between costs a second, not a hang).
- */
-#define CLOSE_OWED_WAIT_MS	1000
 
 void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev)
 {
@@ -734,64 +725,3 @@ void usmc_sock_abort(struct usmc_sock *sk, int abort_reason)
 	}
 	usmc_dbg(1, "fd %d: connection reset (%s)", sk->fd0, usmc_abort_name(abort_reason));
 }
-
-/* From the last descriptor's close (in whichever process it happens). */
-void usmc_conn_release(struct usmc_sock *sk, int fd)
-{
-	/* Undecided at close: closing is acting, so decide; a usmc client's
-	 * proposal (waited for if in flight) is accepted, and the client sees
-	 * an orderly SMC close rather than a vanished peer. */
-	if (sk_mode(sk) == USMC_MODE_UNDECIDED && fd >= 0)
-		usmc_server_resolve(sk, fd, true);
-	if (sk_flag(sk, SKF_COUNT_LATER))
-		usmc_sock_count_late(sk, fd);
-	/* Never close with the peer's CLC byte unread (above). */
-	if (fd >= 0 && sk_close_owes_byte(sk))
-		take_owed(sk, fd, SKF_WAKEBYTE, CLOSE_OWED_WAIT_MS);
-	if (sk->lgr) {
-		bool attached = true, aborted;
-		uint32_t mode;
-
-		/* The peer moved to TCP while we never looked (handed over to
-		 * another process, exec...): the bytes it had not read from
-		 * our ring follow it there before our FIN. */
-		if (fd >= 0 && sk_peer_moved(sk))
-			usmc_migrate_follow(sk, fd);
-		/* A proposed client leaves its proposal: the server may still
-		 * match it and read the bytes we queued (then see our close),
-		 * unless it declined already.  A moving end sends what it can. */
-		if (fd >= 0 && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_MIGRATING))
-			usmc_migrate_on_close(sk, fd);
-		mode = sk_mode(sk);
-		aborted = sk_flag(sk, SKF_ABORTED);
-		usmc_conn_close_protocol(sk);
-		/* Closed with the peer's bytes unread: TCP resets, and so does
-		 * our kernel socket, so that the peer's kernel shows what TCP's
-		 * would (CLOSE in TCP_INFO, ENOTCONN from getpeername). */
-		if (fd >= 0 && !aborted && mode == USMC_MODE_SMCD && sk_flag(sk, SKF_ABORTED))
-			real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
-					sizeof(struct linger));
-		/* Declined (still moving bytes to TCP, or done with that):
-		 * the server let go, and may not even be able to map our
-		 * link group to say so in the slot (another user). */
-		if (sk->role == 'C' && (mode == USMC_MODE_MIGRATING || sk_flag(sk, SKF_DECLINED)))
-			attached = false;
-		if (sk->role == 'S')
-			cdc_release_gen(&sk->ctrl->s, sk->gen);
-		usmc_conn_unbind_slot(sk, attached);
-	}
-	if (sk->ln)
-		usmc_clc_ln_put(sk->ln);
-	sk->ln = NULL;
-	usmc_stats_conn_free(sk->st, sk->st_start);
-	sk->st = NULL;
-}
-
-void usmc_sock_release(struct usmc_sock *sk, int fd)
-{
-	if (sk->kind == SK_LISTEN)
-		usmc_listen_release(sk);
-	else if (sk->kind == SK_CONN)
-		usmc_conn_release(sk, fd);
-}
-

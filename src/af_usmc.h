@@ -77,8 +77,9 @@ void usmc_spawn_finish(struct exec_ctx *c, char **env, bool spawned);
 
 /* close.c: tell the peer we are gone (FIN or, with unread data, RST). */
 void usmc_conn_close_protocol(struct usmc_sock *sk);
+void usmc_conn_close(struct usmc_sock *sk, int fd);
 /* close.c: the same when the last holder exits without closing. */
-void usmc_conn_exit(struct usmc_sock *sk);
+void usmc_conn_exit(struct usmc_sock *sk, int fd);
 /* exec.c: the process ends (exit() or _exit()): what our sockets'
  * descriptors going away means to the other processes (fdtab.c). */
 void usmc_process_exit(bool settle);

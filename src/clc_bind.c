@@ -125,8 +125,10 @@ static int sockopt_marks(const struct inet_diag_sockopt *o)
 
 /* Ask for the socket whose own address is src and whose peer is dst (dst
  * port 0: the listener on src).  Its marks as usmc_bind_peer_marks, or
- * -EAGAIN: a connection not yet accepted (no socket options to report). */
-static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst)
+ * -EAGAIN: a connection not yet accepted (no socket options to report).
+ * *ino, if asked for: its inode, 0 once no file holds it (an orphan). */
+static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst,
+		    uint32_t *ino)
 {
 	struct {
 		struct nlmsghdr h;
@@ -160,6 +162,8 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
 	/* The exact connection (a lookup falls back to a listener on src). */
 	if (m->id.idiag_sport != htons(src->port) || m->id.idiag_dport != htons(dst->port))
 		return -ENOENT;
+	if (ino)
+		*ino = m->idiag_inode;
 	if (m->idiag_state == TCP_SYN_RECV && dst->port)
 		return -EAGAIN;
 	a = usmc_nl_attr((const struct rtattr *)(m + 1), (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m))),
@@ -247,14 +251,22 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 	s = diag_get(&held);
 	if (s < 0)
 		return s;
-	rc = diag_ask(s, peer, local);
-	/* Not accepted yet: nobody decided it, and its listener's mark is
-	 * the one it will have. */
-	if (rc == -EAGAIN) {
+	rc = diag_ask(s, peer, local, NULL);
+	/* Not established on that side yet (the listener's queue was full:
+	 * SYN_RECV), or no socket at all beside a usmc listener of this
+	 * namespace (a SYN cookie's): nobody decided it, its listener's mark
+	 * is the one it will have, and it is pending.  No socket and no such
+	 * listener here: the other end is elsewhere (-ENOENT). */
+	if (rc == -EAGAIN || rc == -ENOENT) {
+		bool syn_recv = rc == -EAGAIN;
+
 		any.port = 0;
-		rc = diag_ask(s, peer, &any);
-		if (rc > 0)
-			rc &= USMC_BIND_LISTENER;
+		rc = diag_ask(s, peer, &any, NULL);
+		if (rc >= 0 && (syn_recv || (rc & USMC_BIND_LISTENER)))
+			rc = (rc & USMC_BIND_LISTENER) | USMC_BIND_PENDING |
+			     (syn_recv ? 0 : USMC_BIND_ABSENT);
+		else if (!syn_recv)
+			rc = -ENOENT;
 	}
 	diag_put(s, held);
 	return rc;
@@ -265,4 +277,22 @@ int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr 
 	int rc = usmc_bind_peer_marks(local, peer);
 
 	return rc < 0 ? rc : (rc & mark) != 0;
+}
+
+int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst)
+{
+	uint32_t ino = 0;
+	bool held;
+	int s, rc;
+
+	s = diag_get(&held);
+	if (s < 0)
+		return s;
+	rc = diag_ask(s, src, dst, &ino);
+	diag_put(s, held);
+	if (rc == -ENOENT)
+		return rc;
+	if (rc < 0 && rc != -EAGAIN && rc != -EOPNOTSUPP)
+		return rc;
+	return ino != 0;
 }

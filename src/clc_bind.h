@@ -16,6 +16,13 @@ enum usmc_bind_mark {
 	/* On a client socket before it proposes; on an accepted socket
 	 * before the server answers accept. */
 	USMC_BIND_DECIDED = 2,
+	/* Not a mark: the connection is not established on that side yet
+	 * (SYN_RECV, or no socket for it beside a listener there), only its
+	 * listener answered (usmc_bind_peer_marks). */
+	USMC_BIND_PENDING = 4,
+	/* ... and with PENDING: no socket at all for it (a SYN cookie's, or
+	 * one gone already). */
+	USMC_BIND_ABSENT = 8,
 };
 
 /* Put mark on our socket fd: 0 or -errno. */
@@ -37,6 +44,16 @@ void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *va
 int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr *peer, int mark);
 /* The same, every mark at once: a set of enum usmc_bind_mark, or -errno. */
 int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer);
+
+/*
+ * Does a process still hold the socket whose own address is src and whose
+ * peer is dst (from its client, a connection's server end)?  1 yes (a
+ * socket with a file, which usmc keeps open until its last call on it
+ * returned: sock.c held_fd), 0 no (closed by every holder, or all of them
+ * died: an orphan on its way out, TIME_WAIT), -ENOENT none there (gone, or
+ * in another namespace), or another error.
+ */
+int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst);
 /* shed.c: the application is out of descriptors: give ours back (1 if one
  * went), and keep none from now on. */
 int usmc_bind_shed(void);

@@ -9,6 +9,7 @@
  */
 #include "af_usmc.h"
 #include "clc_bind.h"
+#include "lgr.h"
 #include "log.h"
 #include "registry.h"
 #include "real.h"
@@ -39,12 +40,23 @@ bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns)
 
 /* The server end carries mark, or is where the kernel cannot tell us
  * (another namespace): only a plain "no" is proof against it.  Seeing
- * that the server decided already spares the look at its answer. */
-static bool server_end_marked(struct usmc_sock *sk, int mark)
+ * that the server decided already spares the look at its answer.
+ * *pending (if asked): the connection is not established on the server's
+ * side yet (clc_bind.h USMC_BIND_PENDING). */
+static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
 {
 	int rc = usmc_bind_peer_marks(&sk->local, &sk->peer);
 	char a[64];
 
+	if (pending)
+		*pending = rc > 0 && (rc & USMC_BIND_PENDING);
+	/* No socket for it at all: at the accept's check, one that went
+	 * already (as for another namespace, the kernel cannot tell). */
+	if (rc > 0 && (rc & USMC_BIND_ABSENT) && mark == USMC_BIND_DECIDED)
+		rc = -ENOENT;
+
+	if (sk->lgr && sk->lgr->owner && sk->lgr->bells)
+		sk->lgr->bells[sk->slot].peer_here = rc >= 0;
 	if (rc > 0 && (rc & USMC_BIND_DECIDED))
 		sk->accept_proven = true;
 	if (rc < 0 || (rc & mark))
@@ -67,12 +79,21 @@ static bool server_end_marked(struct usmc_sock *sk, int mark)
  */
 void usmc_connect_check_done(struct usmc_sock *sk)
 {
+	bool pending = false;
 	int reason = 0;
 
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
-			 !server_end_marked(sk, USMC_BIND_LISTENER) ? USMC_R_UNBOUND : 0;
+			 !server_end_marked(sk, USMC_BIND_LISTENER, &pending) ? USMC_R_UNBOUND : 0;
+	}
+	/* Not established on the server's side (clc.h usmc_clc_want_wake):
+	 * our wake byte completes it, as a TCP client's first bytes would. */
+	if (!reason && pending && !sk_flag(sk, SKF_WAKE_SEND) && sk->ln &&
+	    usmc_clc_want_wake(sk->ln, &sk->local)) {
+		sk_set_flag(sk, SKF_WAKE_SEND);
+		usmc_dbg(1, "fd %d: not established on the server's side yet: a wake byte completes it",
+			 sk->fd0);
 	}
 	/* No usmc listener holds the server end: whatever answered, no wake
 	 * byte goes to it (an answer that stands is checked as any). */
@@ -92,7 +113,7 @@ bool usmc_accept_proven(struct usmc_sock *sk)
 {
 	/* Decided (seen at connect): the answer there is its, whoever
 	 * stored the same word first. */
-	return sk->accept_proven || server_end_marked(sk, USMC_BIND_DECIDED);
+	return sk->accept_proven || server_end_marked(sk, USMC_BIND_DECIDED, NULL);
 }
 
 /*

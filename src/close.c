@@ -11,7 +11,10 @@
  *   close with unread data,    -> ABORT (RST): the peer gets ECONNRESET
  *   or SO_LINGER {1, 0}
  * The real TCP socket is left alone until the last descriptor closes; its
- * FIN then doubles as the peer's wake-up and proof that we let go.
+ * FIN then doubles as the peer's wake-up and proof that we let go.  That
+ * last close (usmc_sock_release, in whichever process it happens) settles
+ * what is still open: an undecided server end, the peer's CLC byte, bytes
+ * moving to TCP, the slot.
  */
 #include "af_usmc.h"
 #include "close.h"
@@ -78,16 +81,42 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 	return 0;
 }
 
+/* Would the close be an orderly one (DONE + CLOSED), not a reset? */
+static bool close_is_orderly(const struct usmc_sock *sk)
+{
+	uint64_t prod, head;
+
+	return !sk_flag(sk, SKF_ABORTED) && !sk_flag(sk, SKF_LINGER0) &&
+	       usmc_rx_view(sk, &head, &prod) && prod == head;
+}
+
+/*
+ * The last close of a connection.  An orderly close of a shared-memory
+ * connection sends the kernel's FIN before the ring says CLOSED: the peer,
+ * woken by either, closes after our FIN reached its socket, so its close
+ * is the passive one (LAST_ACK) and only this end goes through TIME_WAIT,
+ * as over TCP.  Flags first made every close a simultaneous one: both
+ * kernels in TIME_WAIT, twice TCP's count (a client opening connections
+ * to one server port across namespaces runs out of ports that much
+ * sooner).  The peer that sees the FIN first reads the ring to its end,
+ * then 0 (rx.c: the FIN of a peer whose bytes we all read).
+ */
+void usmc_conn_close(struct usmc_sock *sk, int fd)
+{
+	if (fd >= 0 && sk_mode(sk) == USMC_MODE_SMCD && close_is_orderly(sk))
+		real.shutdown(fd, SHUT_WR);
+	usmc_conn_close_protocol(sk);
+}
+
 void usmc_conn_close_protocol(struct usmc_sock *sk)
 {
 	uint32_t mode = sk_mode(sk);
-	uint64_t prod, head;
 
 	if (mode != USMC_MODE_SMCD && mode != USMC_MODE_PROPOSED)
 		return;
 	if (sk_flag(sk, SKF_ABORTED))
 		goto kick;
-	if (!usmc_rx_view(sk, &head, &prod) || prod != head || sk_flag(sk, SKF_LINGER0)) {
+	if (!close_is_orderly(sk)) {
 		usmc_sock_abort(sk, USMC_A_LOCAL);
 		return;
 	}
@@ -101,7 +130,8 @@ kick:
 /*
  * Process exit of the last process holding a connection (usmc_fd_exit):
  * what its last close would have told the peer and done to the slot,
- * with atomics only (exit() may interrupt one of our calls).  A client
+ * with atomics and the FIN's shutdown only (exit() may interrupt one of
+ * our calls).  A client
  * whose proposal is still unanswered closes in its ring as well: the
  * server that takes the proposal reads what was queued, then EOF, and
  * its first send meets TCP's reset, as over TCP (it used to find a ring
@@ -109,7 +139,7 @@ kick:
  * Anything else not settled (an undecided server, bytes moving to TCP)
  * is left to the kernel's FIN.
  */
-void usmc_conn_exit(struct usmc_sock *sk)
+void usmc_conn_exit(struct usmc_sock *sk, int fd)
 {
 	uint32_t mode = sk_mode(sk);
 
@@ -122,7 +152,7 @@ void usmc_conn_exit(struct usmc_sock *sk)
 	if (sk->lgr && (mode == USMC_MODE_SMCD || mode == USMC_MODE_TCP ||
 			(mode == USMC_MODE_PROPOSED && sk->role == 'C'))) {
 		if (mode != USMC_MODE_TCP)
-			usmc_conn_close_protocol(sk);
+			usmc_conn_close(sk, fd);
 		if (sk->role == 'S')
 			cdc_release_gen(&sk->ctrl->s, sk->gen);
 		else
@@ -132,3 +162,75 @@ void usmc_conn_exit(struct usmc_sock *sk)
 	usmc_stats_conn_free(sk->st, sk->st_start);
 	sk->st = NULL;
 }
+
+/*
+ * A side that only ever wrote closes with the peer's CLC byte unread (a
+ * declined client, the server's decline byte; a server, the client's wake
+ * byte): the kernel's close would reset the connection for it, and the
+ * peer's read of our last bytes would say ECONNRESET (vsftpd: 426 after a
+ * whole upload; lftp then slept through its reconnect delay).  The byte
+ * is sent right after what told us it is owed: a short wait, bounded (a
+ * peer stopped in between costs a second, not a hang).
+ */
+#define CLOSE_OWED_WAIT_MS	1000
+
+/* From the last descriptor's close (in whichever process it happens). */
+void usmc_conn_release(struct usmc_sock *sk, int fd)
+{
+	/* Undecided at close: closing is acting, so decide; a usmc client's
+	 * proposal (waited for if in flight) is accepted, and the client sees
+	 * an orderly SMC close rather than a vanished peer. */
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED && fd >= 0)
+		usmc_server_resolve(sk, fd, true);
+	if (sk_flag(sk, SKF_COUNT_LATER))
+		usmc_sock_count_late(sk, fd);
+	/* Never close with the peer's CLC byte unread (above). */
+	if (fd >= 0 && sk_close_owes_byte(sk))
+		usmc_tcp_take_owed_ms(sk, fd, SKF_WAKEBYTE, CLOSE_OWED_WAIT_MS);
+	if (sk->lgr) {
+		bool attached = true, aborted;
+		uint32_t mode;
+
+		/* The peer moved to TCP while we never looked (handed over to
+		 * another process, exec...): the bytes it had not read from
+		 * our ring follow it there before our FIN. */
+		if (fd >= 0 && sk_peer_moved(sk))
+			usmc_migrate_follow(sk, fd);
+		/* A proposed client leaves its proposal: the server may still
+		 * match it and read the bytes we queued (then see our close),
+		 * unless it declined already.  A moving end sends what it can. */
+		if (fd >= 0 && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_MIGRATING))
+			usmc_migrate_on_close(sk, fd);
+		mode = sk_mode(sk);
+		aborted = sk_flag(sk, SKF_ABORTED);
+		usmc_conn_close(sk, fd);
+		/* Closed with the peer's bytes unread: TCP resets, and so does
+		 * our kernel socket, so that the peer's kernel shows what TCP's
+		 * would (CLOSE in TCP_INFO, ENOTCONN from getpeername). */
+		if (fd >= 0 && !aborted && mode == USMC_MODE_SMCD && sk_flag(sk, SKF_ABORTED))
+			real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
+					sizeof(struct linger));
+		/* Declined (still moving bytes to TCP, or done with that):
+		 * the server let go, and may not even be able to map our
+		 * link group to say so in the slot (another user). */
+		if (sk->role == 'C' && (mode == USMC_MODE_MIGRATING || sk_flag(sk, SKF_DECLINED)))
+			attached = false;
+		if (sk->role == 'S')
+			cdc_release_gen(&sk->ctrl->s, sk->gen);
+		usmc_conn_unbind_slot(sk, attached);
+	}
+	if (sk->ln)
+		usmc_clc_ln_put(sk->ln);
+	sk->ln = NULL;
+	usmc_stats_conn_free(sk->st, sk->st_start);
+	sk->st = NULL;
+}
+
+void usmc_sock_release(struct usmc_sock *sk, int fd)
+{
+	if (sk->kind == SK_LISTEN)
+		usmc_listen_release(sk);
+	else if (sk->kind == SK_CONN)
+		usmc_conn_release(sk, fd);
+}
+

@@ -434,7 +434,7 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 	if (sk->kind == SK_LISTEN)
 		usmc_listen_release(sk);
 	else if (sk->kind == SK_CONN && exit_private_ok(sk))
-		usmc_conn_exit(sk);
+		usmc_conn_exit(sk, fd);
 	usmc_family_free(sk->sh);
 dropped:
 	STORE_RELAXED(&sk->exit_dropped, true);

@@ -587,7 +587,7 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	 * a shared-memory reset is ours to report. */
 	err = sk_flag(sk, SKF_ABORTED | SKF_RST_SEEN) &&
 	      !(atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) & SKF_ERR_TAKEN) ?
-	      (sk_flag(sk, SKF_ABORTED) ? ECONNRESET : EPIPE) : 0;
+	      (sk_flag(sk, SKF_ABORTED) ? sk_reset_errno(sk) : EPIPE) : 0;
 	smc = sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED;
 	usmc_sock_put(sk);
 	/* On shared memory the TCP socket's own errors are not the

@@ -9,6 +9,7 @@
  * their slot without any lock.
  */
 #include "clc.h"
+#include "clc_bind.h"
 #include "lgr.h"
 #include "log.h"
 #include "options.h"
@@ -133,6 +134,32 @@ static void lgr_free(struct usmc_lgr *l)
 }
 
 /*
+ * A slot whose server end accepted, and whose server process never let go
+ * of it (released_gen), while other connections keep the link group alive
+ * on its side: a forked child that held the connection was killed, or a
+ * process with threads exited holding it (fdtab.c leaves that to the FIN).
+ * Nobody of theirs will ever release it, and it stayed busy for as long as
+ * our process lived (a fork-per-connection server whose children were
+ * killed: a link group per 64 kills).  The kernel knows: once no process
+ * holds the server end's socket (usmc keeps it open until its last call
+ * on it returned, sock.c held_fd, and closes it after the close protocol),
+ * no process of theirs can store into the slot again.  Its 4-tuple is the
+ * one we wrote in our line (a peer that scribbles on it can only make us
+ * reuse a slot of a connection with itself).  Only asked when the link
+ * group has no other slot: one sock_diag request per slot.
+ */
+#define LGR_ASK_NS	(100ull * 1000 * 1000)
+
+static bool slot_server_gone(struct usmc_lgr *l, uint32_t i)
+{
+	struct usmc_cdc_client *c = &l->ctrl[i].c;
+	struct usmc_addr cli = c->client, srv = c->server;
+	int rc = usmc_bind_conn_held(&srv, &cli);
+
+	return rc == 0 || (rc == -ENOENT && l->bells[i].peer_here);
+}
+
+/*
  * Can the owner hand out slot k again?  Only once the server side let go of
  * the previous generation, or nobody on the server side is alive any more.
  * *alive caches that last answer for one scan of the slots (-1: not asked
@@ -140,19 +167,24 @@ static void lgr_free(struct usmc_lgr *l)
  * client of a forking server found a dozen slots whose server children
  * were still exiting, and asked for each).
  */
-static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t gen, int *alive)
+static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *alive, bool ask)
 {
+	struct usmc_cdc_ctrl *c = &l->ctrl[i];
 	uint64_t ans = LOAD_ACQUIRE(&c->s.answer);
 	struct usmc_clc_ln *ln;
 
-	if (LOAD_ACQUIRE(&c->s.released_gen) == gen)
+	if (LOAD_ACQUIRE(&c->s.released_gen) == gen || l->bells[i].gone_gen == gen)
 		return true;
 	if (CDC_ANS_GEN(ans) == gen) {
 		if (CDC_ANS_KIND(ans) == CDC_ANS_DECLINE)
 			return true;
 		if (*alive < 0)
 			*alive = l->dev->lgr_peer_alive(l);
-		return !*alive;
+		if (!*alive)
+			return true;
+		if (ask && slot_server_gone(l, i))
+			l->bells[i].gone_gen = gen;
+		return false;
 	}
 	/* Not answered: the server may still match the proposal and read
 	 * what we queued (a closed client's last bytes), so the slot waits
@@ -163,11 +195,39 @@ static bool slot_reusable(struct usmc_lgr *l, struct usmc_cdc_ctrl *c, uint32_t 
 	return false;
 }
 
-/* Claim a slot in l; returns the slot or -1.  Caller holds a ref on l. */
-static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
+/* Ask about every slot the server never let go of (slot_server_gone);
+ * after an ask that found none, not again for LGR_ASK_NS (false). */
+static bool lgr_ask_gone(struct usmc_lgr *l)
+{
+	uint64_t now = usmc_coarse_ns();
+	bool found = false;
+	int alive = -1;
+	uint32_t i;
+
+	if (now - l->asked_ns < LGR_ASK_NS)
+		return false;
+	for (i = 0; i < l->nslots; i++) {
+		uint32_t g = LOAD_RELAXED(&l->ctrl[i].c.gen);
+
+		if (LOAD_ACQUIRE(&l->ctrl[i].c.state) == SLOT_DRAIN &&
+		    !slot_reusable(l, i, g, &alive, true))
+			found |= l->bells[i].gone_gen == g;
+	}
+	if (!found)
+		l->asked_ns = now;
+	return true;
+}
+
+/* Claim a slot in l; returns the slot or -1.  ask: slots the server
+ * never let go of may be asked about first (lgr_ask_gone).  Caller holds
+ * lgr_list_lock. */
+static int lgr_claim(struct usmc_lgr *l, uint32_t *gen, bool ask)
 {
 	int alive = -1;
 	uint32_t i;
+
+	if (ask && !lgr_ask_gone(l))
+		return -1;
 
 	for (i = 0; i < l->nslots; i++) {
 		struct usmc_cdc_ctrl *c = &l->ctrl[i];
@@ -176,7 +236,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 		if (st == SLOT_BUSY)
 			continue;
 		g = LOAD_RELAXED(&c->c.gen);
-		if (st == SLOT_DRAIN && !slot_reusable(l, c, g, &alive))
+		if (st == SLOT_DRAIN && !slot_reusable(l, i, g, &alive, false))
 			continue;
 		if (!cdc_slot_move(&c->c, &st, SLOT_BUSY))
 			continue;
@@ -192,6 +252,8 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 		cdc_reset_prod(&c->s2c_p);
 		cdc_reset_cons(&c->s2c_c);
 		cdc_slot_gen(&c->c, g);
+		l->bells[i].peer_here = false;
+		l->bells[i].gone_gen = 0;
 		*gen = g;
 		return (int)i;
 	}
@@ -206,14 +268,15 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	int s, rc;
 
 	pthread_mutex_lock(&lgr_list_lock);
-	for (l = lgr_list; l; l = l->next) {
-		if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
-		    l->ring_size != (uint32_t)usmc_opt.ring_size)
-			continue;
-		s = lgr_claim(l, gen);
-		if (s >= 0)
-			goto found;
-	}
+	for (int ask = 0; ask < 2; ask++)
+		for (l = lgr_list; l; l = l->next) {
+			if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
+			    l->ring_size != (uint32_t)usmc_opt.ring_size)
+				continue;
+			s = lgr_claim(l, gen, ask);
+			if (s >= 0)
+				goto found;
+		}
 	pthread_mutex_unlock(&lgr_list_lock);
 
 	/* No room: a new link group (the first contact, in SMC terms). */
@@ -241,7 +304,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	pthread_mutex_lock(&lgr_list_lock);
 	l->next = lgr_list;
 	lgr_list = l;
-	s = lgr_claim(l, gen);
+	s = lgr_claim(l, gen, false);
 	if (s < 0) {
 		pthread_mutex_unlock(&lgr_list_lock);
 		return USMC_R_LIMIT;

@@ -43,6 +43,11 @@ struct usmc_lgr_bell {
 					 * (dmb_reserve; written under the tx_lock of
 					 * the slot's connection); only whether it is
 					 * set is used: the slot was registered here */
+	bool peer_here;			/* owner: the slot's server end was in our
+					 * network namespace (clc_proof.c), so the
+					 * kernel's "no such socket" means gone */
+	uint32_t gone_gen;		/* owner: no process holds the server end of
+					 * this generation (lgr.c slot_server_gone) */
 };
 
 struct usmc_epreg;
@@ -66,6 +71,7 @@ struct usmc_lgr {
 	size_t as_bytes;		/* counted in the address-space budget (lgr.c) */
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
+	uint64_t asked_ns;		/* owner: slots last asked about (lgr.c lgr_claim) */
 	struct usmc_lgr_bell *bells;	/* [nslots] */
 	/* The doorbells, one per side for every slot (under lock): own is
 	 * watched by our waiters, peer rung for the other side; -1 until

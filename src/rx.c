@@ -94,10 +94,15 @@ static int rx_empty_state(struct usmc_sock *sk)
 	if (f & SKF_SHUT_RD)
 		return 0;
 	if (f & SKF_TCP_EOF) {
-		/* The peer's TCP socket is gone without a usmc close: it died.
-		 * TCP would have sent RST if it died with our bytes unread. */
+		/* The peer's FIN: it closed (an orderly close sends it before
+		 * its ring's flags, close.c) or died.  Its last bytes came
+		 * before its FIN, but our look at prod may predate both: look
+		 * again.  TCP would have sent RST if it died with our bytes
+		 * unread. */
 		uint64_t prod, head;
 
+		if (usmc_rx_view(sk, &head, &prod) && prod != head)
+			return 1;
 		if (!usmc_tx_view(sk, &head, &prod) || prod != head) {
 			usmc_sock_abort(sk, USMC_A_PEER_DIED);
 			atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN);

@@ -167,6 +167,8 @@ struct usmc_sock {
 					 * lists the connection itself, and our entry goes
 					 * when our last descriptor does (sock.c) */
 	uint64_t st_start;		/* st's start_ns when it was made for us */
+	_Atomic uint64_t alive_ns;	/* SMCD: when the peer was last known to hold
+					 * its end (usmc_coarse_ns; tx.c tx_look_due) */
 
 	/* listener */
 	struct usmc_clc_ln *lst;	/* our CLC index (server) */
@@ -190,6 +192,15 @@ struct usmc_sock {
 static inline int usmc_tx_dir(const struct usmc_sock *sk)
 {
 	return sk->role == 'C' ? 0 : 1;
+}
+
+/* The peer holds its end now: a client posts its proposal to a live
+ * listener, a server takes one, or a look at TCP found no FIN (wait.c).
+ * Not when a client sees its accept: the server may have answered and
+ * gone long before (a Java server's System.exit right after accept). */
+static inline void sk_peer_seen(struct usmc_sock *sk)
+{
+	STORE_RELAXED(&sk->alive_ns, usmc_coarse_ns());
 }
 
 static inline uint32_t sk_mode(const struct usmc_sock *sk)
@@ -251,6 +262,21 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 static inline bool usmc_unproven(const struct usmc_sock *sk)
 {
 	return unlikely(sk_mode(sk) == USMC_MODE_PROPOSED);
+}
+
+/*
+ * The error a reset shows a sender (and SO_ERROR): ECONNRESET, but EPIPE
+ * when the peer's FIN came first (it shut down, then closed with our
+ * bytes unread: DONE before ABORT on its line), as TCP's reset of a
+ * socket in CLOSE_WAIT does (tcp_reset); its reads end at the FIN
+ * (rx.c rx_empty_state).
+ */
+static inline int sk_reset_errno(const struct usmc_sock *sk)
+{
+	uint32_t pf = sk->rx_p && !usmc_unproven(sk) ? LOAD_ACQUIRE(&sk->rx_p->flags) : 0;
+
+	return LOAD_RELAXED(&sk->sh->abort) == USMC_A_PEER_RESET &&
+	       (pf & (CDC_F_ABORT | CDC_F_DONE)) == (CDC_F_ABORT | CDC_F_DONE) ? EPIPE : ECONNRESET;
 }
 
 /*
@@ -426,6 +452,8 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
 /* The same, waiting for what is owed: before the descriptor goes where
  * reads bypass usmc (another process, an image without libusmc, stdio). */
 void usmc_tcp_take_owed(struct usmc_sock *sk, int fd);
+/* ... those of owed (SKF_*), waiting at most ms milliseconds (-1: no limit). */
+void usmc_tcp_take_owed_ms(struct usmc_sock *sk, int fd, uint32_t owed, int ms);
 /* A reset: mark, count, wake. */
 void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
 /* Has the peer reset the connection?  Then so have we. */

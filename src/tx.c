@@ -139,7 +139,7 @@ static int tx_reset_error(struct usmc_sock *sk, bool take)
 	uint32_t f = take ? atomic_fetch_or(&sk->sh->flags, SKF_ERR_TAKEN) :
 			    LOAD_ACQUIRE(&sk->sh->flags);
 
-	return f & SKF_ERR_TAKEN ? -EPIPE : -ECONNRESET;
+	return f & SKF_ERR_TAKEN ? -EPIPE : -sk_reset_errno(sk);
 }
 
 /*
@@ -426,6 +426,12 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	if (unlikely(!usmc_fast_ok(sk, l) || tx_depth || tx_defer_len ||
 		     (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))))
 		return USMC_SLOW;
+	/* tx_look() here: the peer gone shows in the flags. */
+	if (unlikely(tx_look_due(sk))) {
+		usmc_check_tcp(sk, fd);
+		if (LOAD_ACQUIRE(&sk->sh->flags) & SKF_FAST_BAD)
+			return USMC_SLOW;
+	}
 	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
 	tx_push(sk->sh);
 	usmc_family_hold(l);
@@ -508,6 +514,7 @@ static ssize_t tx_send(struct usmc_sock *sk, int fd, const struct iovec *iov, in
 	}
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
+	tx_look(sk, fd);
 	if (sk_flag(sk, SKF_CONNECTING)) {
 		if (nonblock)
 			return -EAGAIN;

@@ -10,8 +10,35 @@
 
 #include "sock.h"
 #include "tx.h"
+#include "wait.h"
 
 int usmc_tx_move_slow(struct usmc_sock *sk, uint64_t from, size_t n);
+
+/*
+ * A peer gone while nobody looked (an idle connection whose peer exited
+ * with threads still running, or was killed: only its kernel's FIN says
+ * so) must not take our sends for ever: over TCP the first send after
+ * that FIN draws a reset, and the next one fails with EPIPE.  A send
+ * looks at TCP first (outside tx_lock) when the peer was last seen
+ * TX_LOOK_NS ago or more (sock.h sk_peer_seen: the connection's start, or
+ * a look that found no FIN), so sends into a gone peer fail as TCP's do,
+ * from the second one, once that much passed since it was last seen (a
+ * Java client's writes to a server that had called System.exit all
+ * succeeded, up to the ring's 4 MiB).  A steady sender pays one
+ * recv(MSG_PEEK) per TX_LOOK_NS, and each send a coarse clock read.
+ */
+#define TX_LOOK_NS	(8ull * 1000 * 1000)
+
+static inline bool tx_look_due(const struct usmc_sock *sk)
+{
+	return usmc_coarse_ns() - LOAD_RELAXED(&sk->alive_ns) >= TX_LOOK_NS;
+}
+
+static inline void tx_look(struct usmc_sock *sk, int fd)
+{
+	if (sk_mode(sk) == USMC_MODE_SMCD && tx_look_due(sk))
+		usmc_check_tcp(sk, fd);
+}
 
 /* Empty ring: start the next message at offset 0 (cdc.h).  Caller holds
  * tx_lock; the lazy view's window starts again there (sock.h). */

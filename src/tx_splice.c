@@ -48,6 +48,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 		return -EAGAIN;		/* from a handler that interrupted a send on it */
 	usmc_server_resolve(sk, fd, true);
 	usmc_sock_refresh(sk, fd);
+	tx_look(sk, fd);
 	if (sk_mode(sk) != USMC_MODE_SMCD && sk_mode(sk) != USMC_MODE_PROPOSED)
 		return usmc_tx_moved(sk, fd, nonblock, 0);
 	stream = !fstat(in_fd, &st) && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);

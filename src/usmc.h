@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/single_threaded.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define USMC_VERSION_STR	"0.1.0"
 #define USMC_PROTO_VERSION	13	/* shared-memory format generation */
@@ -252,6 +253,15 @@ static inline uint64_t usmc_mix64(uint64_t x)
 }
 
 uint64_t usmc_now_ns(void);	/* CLOCK_MONOTONIC */
+/* CLOCK_MONOTONIC_COARSE: the kernel's last tick (4 ms here), one load
+ * through the vDSO (5 ns here, against 23 ns for usmc_now_ns). */
+static inline uint64_t usmc_coarse_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 /* Whole milliseconds left until deadline (usmc_now_ns), rounded up; 0 past it. */
 int64_t usmc_ms_left(uint64_t deadline);
 /* getpid() without a system call per connection: cached, forgotten in a

@@ -164,7 +164,11 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 		bool take = !installed && sk_flag(sk, SKF_WAKEBYTE);
 
 		n = real.recv(fd, &c, 1, MSG_DONTWAIT | (take ? 0 : MSG_PEEK));
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			sk_peer_seen(sk);
+			return;
+		}
+		if (n < 0 && errno == EINTR)
 			return;
 		/* The application closed this number under us (another thread
 		 * still in a call on the socket, as the kernel allows): not the

@@ -112,7 +112,7 @@ COPY_SKIP = {
     "t_handover": [n + p for n in ("close", "mmsg", "twice", "keep", "in_ring", "client_side",
                                    "client_connecting", "ctrunc") for p in ("", "_plain")]
                   + ["shut"],
-    "t_inherit": ["backend_closes_listener", "master_closes_listener"],
+    "t_inherit": ["backend_closes_listener", "master_closes_listener", "killed_holder"],
     "t_migrate2": ["mover_killed"],
     "t_seccomp": ["fork_child", "fork_under_filter"],
     "t_spawn": ["vfork_spawn", "spawn_keep", "spawn_inherit"],

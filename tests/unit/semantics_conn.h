@@ -68,6 +68,37 @@ static void reset_writer_c(struct ctx *c)
 	say(c, "sigpipes=%d", (int)sigpipes);
 }
 
+/* The peer shuts down first, then closes with our bytes unread: its
+ * FIN came before its reset, which TCP reports to a sender as EPIPE, not
+ * ECONNRESET (socat tearing down after a curl abort: the backend's write
+ * said ECONNRESET under usmc, EPIPE plain); reads end at the FIN. */
+static void fin_reset_s(struct ctx *c)
+{
+	t_sync_wait(c->sync);
+	settle();
+	say(c, "shutdown(SHUT_WR)=%s", RV(shutdown(c->fd, SHUT_WR)));
+	settle();
+	say(c, "close with unread=%s", RV(close(c->fd)));
+	t_sync_post(c->sync);
+}
+
+static void fin_reset_writer_c(struct ctx *c)
+{
+	reset_writer_c(c);
+}
+
+static void fin_reset_soerror_c(struct ctx *c)
+{
+	say(c, "write=%s", RV(write(c->fd, "unread data", 11)));
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	settle();
+	say(c, "so_error=%s", t_errname(so_error(c->fd)));
+	say(c, "so_error=%s", t_errname(so_error(c->fd)));
+	say(c, "send(NOSIGNAL)=%s", RV(send(c->fd, "x", 1, MSG_NOSIGNAL)));
+	say(c, "read=%s", RV(read(c->fd, (char[8]){ 0 }, 8)));
+}
+
 /* SO_LINGER {1, 0}: close sends RST even with nothing unread. */
 static void linger0_c(struct ctx *c)
 {
@@ -648,12 +679,11 @@ static void exit_unanswered_c(struct ctx *c)
 	t_sync_post(c->sync);
 }
 
-static void exit_unanswered_s(struct ctx *c)
+/* The server's sends and reads once its client went away, then its close. */
+static void say_sends_to_gone(struct ctx *c, int fd)
 {
-	int fd = t_accept(c->lfd), i;
+	int i;
 
-	t_sync_post(c->sync);
-	t_sync_wait(c->sync);
 	settle();
 	for (i = 0; i < 3; i++) {
 		say(c, "send=%s", RV(send(fd, "x", 1, MSG_NOSIGNAL)));
@@ -662,6 +692,90 @@ static void exit_unanswered_s(struct ctx *c)
 	say(c, "read=%s", RV(read(fd, (char[8]){ 0 }, 8)));
 	say(c, "read=%s", RV(read(fd, (char[8]){ 0 }, 8)));
 	close(fd);
+}
+
+static void exit_unanswered_s(struct ctx *c)
+{
+	int fd = t_accept(c->lfd);
+
+	t_sync_post(c->sync);
+	t_sync_wait(c->sync);
+	say_sends_to_gone(c, fd);
+}
+
+/* An established connection whose client process goes away idle without
+ * a usmc close: one with a thread still running when it exits (a JVM's
+ * System.exit: its last copy is left to the kernel's FIN), or killed
+ * (SIGKILL).  Over TCP the server's first send after the FIN draws the
+ * RST, the next ones say EPIPE, reads say EOF.  Under usmc nothing in the
+ * ring says so: every send succeeded, up to the ring's size, and the
+ * read said ECONNRESET; a send now looks at TCP first when the peer was
+ * last seen long enough ago (tx_int.h tx_look_due). */
+static void *idle_thread(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static void gone_idle_c(struct ctx *c, bool kill_it)
+{
+	int sv[2];
+	pid_t kid;
+
+	t_sync_pair(sv);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		pthread_t th;
+		int fd;
+
+		close(sv[0]);
+		fd = t_connect(c->port);
+		t_write_all(fd, "c", 1);
+		t_recv_exact(fd, "s", 1);
+		if (!kill_it && pthread_create(&th, NULL, idle_thread, NULL))
+			_exit(3);
+		t_sync_post(sv[1]);
+		if (kill_it)
+			for (;;)
+				pause();
+		_exit(0);
+	}
+	close(sv[1]);
+	t_sync_wait(sv[0]);
+	if (kill_it) {
+		int st;
+
+		kill(kid, SIGKILL);
+		while (waitpid(kid, &st, 0) < 0)
+			if (errno != EINTR)
+				t_fail("waitpid: %s", strerror(errno));
+	} else {
+		t_wait_child(kid, "client leaving idle with a thread");
+	}
+	close(sv[0]);
+	t_sync_post(c->sync);
+}
+
+static void gone_idle_s(struct ctx *c)
+{
+	int fd = t_accept(c->lfd);
+
+	t_recv_exact(fd, "c", 1);
+	t_write_all(fd, "s", 1);
+	t_sync_wait(c->sync);
+	say_sends_to_gone(c, fd);
+}
+
+static void exit_threads_c(struct ctx *c)
+{
+	gone_idle_c(c, false);
+}
+
+static void killed_idle_c(struct ctx *c)
+{
+	gone_idle_c(c, true);
 }
 
 #endif /* SEMANTICS_CONN_H */

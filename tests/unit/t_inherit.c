@@ -26,6 +26,13 @@
  *                  busy while the server lived: a new link group every 64
  *                  connections, and forks slowed to a crawl, 7 ms each
  *                  after 2,000, on the device that moves at a fork)
+ *   killed_holder  a fork-per-connection server whose child, holding the
+ *                  connection alone, is killed (SIGKILL), 70 times on one
+ *                  listener: the client reads EOF, and one link group
+ *                  serves them all (nobody let go of a killed child's slot:
+ *                  the client's slot stayed busy while the server lived, a
+ *                  link group every 64 kills; now the client asks the
+ *                  kernel whether any process still holds the server end)
  *   fork_churn     a fork per connection while the client thread closes
  *                  it and connects again: every child leaves cleanly, by
  *                  exit() or _exit() (exit() crashed now and then, in
@@ -266,6 +273,25 @@ static void check_exit_child_last(void)
 
 #define MOVED_CONNS	70	/* more than a link group's 64 slots */
 
+/* A connection on lfd with a byte through it, on shared memory. */
+static void pair_smc_on(int lfd, uint16_t port, int *c, int *s)
+{
+	char b = 'x';
+
+	t_pair_on(lfd, port, c, s);
+	t_write_all(*c, &b, 1);
+	t_read_all(*s, &b, 1);
+	t_assert_smc(*s);
+}
+
+/* One link group served all MOVED_CONNS connections since before. */
+static void assert_one_lgr(long long before, const char *what)
+{
+	if (t_accel())
+		t_assert(lgr_created() - before == 1, "%lld link groups for %d connections %s",
+			 lgr_created() - before, MOVED_CONNS, what);
+}
+
 static void check_exit_child_last_tcp(void)
 {
 	long long before;
@@ -288,10 +314,7 @@ static void check_exit_child_last_tcp(void)
 		char b = 'x';
 		pid_t kid;
 
-		t_pair_on(lfd, port, &c, &s);
-		t_write_all(c, &b, 1);
-		t_read_all(s, &b, 1);
-		t_assert_smc(s);
+		pair_smc_on(lfd, port, &c, &s);
 		t_ok(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)));
 		t_write_all(s, &b, 1);
 		t_read_all(c, &b, 1);	/* the client follows it to TCP */
@@ -316,10 +339,41 @@ static void check_exit_child_last_tcp(void)
 	close(lfd);
 	t_smc_pairs += MOVED_CONNS;
 	t_tcp_conns = 2 * MOVED_CONNS;	/* unsupported_option, peer_moved_to_tcp */
-	if (t_accel())
-		t_assert(lgr_created() - before == 1,
-			 "%lld link groups for %d connections: slots not given back",
-			 lgr_created() - before, MOVED_CONNS);
+	assert_one_lgr(before, "moved to TCP: slots not given back");
+}
+
+static void check_killed_holder(void)
+{
+	long long before = lgr_created();
+	uint16_t port;
+	int lfd = t_listen(&port), i;
+
+	for (i = 0; i < MOVED_CONNS; i++) {
+		int c, s, sv[2], st;
+		pid_t kid;
+
+		pair_smc_on(lfd, port, &c, &s);
+		t_sync_pair(sv);
+		kid = t_fork_helper();
+		if (kid == 0) {
+			close(c);
+			close(sv[0]);
+			t_sync_post(sv[1]);
+			for (;;)
+				pause();
+		}
+		close(sv[1]);
+		t_sync_wait(sv[0]);
+		t_ok(close(s));
+		t_ok(kill(kid, SIGKILL));
+		t_assert(waitpid(kid, &st, 0) == kid && WIFSIGNALED(st), "the child killed");
+		t_expect_eof(c);
+		t_ok(close(c));
+		close(sv[0]);
+	}
+	close(lfd);
+	t_smc_pairs += MOVED_CONNS;
+	assert_one_lgr(before, "whose holders were killed");
 }
 
 static void exec_cloexec(bool plain)
@@ -614,6 +668,7 @@ static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
 	{ "exit_child_last", check_exit_child_last },
 	{ "exit_child_last_tcp", check_exit_child_last_tcp },
+	{ "killed_holder", check_killed_holder },
 	{ "exec_cloexec", check_exec_cloexec },
 	{ "exec_cloexec_plain", check_exec_cloexec_plain },
 	{ "fork_churn", check_fork_churn },

@@ -25,6 +25,7 @@
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <pthread.h>
 #include <sys/uio.h>
 
 #define SETTLE_MS	30
@@ -230,6 +231,8 @@ static const struct scenario scenarios[] = {
 	{ "reset", reset_s, reset_c, 0, 2 },
 	{ "reset_soerror", reset_s, reset_soerror_c, 0, 2 },
 	{ "reset_writer", reset_s, reset_writer_c, 0, 2 },
+	{ "fin_reset_writer", fin_reset_s, fin_reset_writer_c, 0, 2 },
+	{ "fin_reset_soerror", fin_reset_s, fin_reset_soerror_c, 0, 2 },
 	{ "linger0", linger0_s, linger0_c, 0, 2 },
 	{ "fionread", fionread_s, fionread_c, 0, 2 },
 	{ "addresses", addresses_s, addresses_c, 0, 2 },
@@ -247,6 +250,8 @@ static const struct scenario scenarios[] = {
 	/* 1: the client counts its endpoint once its proposal is posted. */
 	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 1 },
 	{ "exit_unanswered", exit_unanswered_s, exit_unanswered_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
+	{ "exit_threads", gone_idle_s, exit_threads_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
+	{ "killed_idle", gone_idle_s, killed_idle_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "unconnected", NULL, unconnected_c, NO_SERVER | C_OWN_CONNECT, 0 },
 	{ "timeo", timeo_s, timeo_c, 0, 2 },
 	{ "shut_rd", shut_rd_s, shut_rd_c, 0, 2 },
