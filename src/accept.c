@@ -25,7 +25,7 @@
 
 #include <netinet/in.h>
 
-static int server_accept(struct usmc_sock *sk, int fd, struct usmc_clc_prop *p)
+static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_prop *p)
 {
 	struct sockaddr_storage ss;
 	socklen_t sslen = sizeof(ss);
@@ -98,7 +98,7 @@ static int server_accept(struct usmc_sock *sk, int fd, struct usmc_clc_prop *p)
 	}
 	/* Ready: take the proposal.  Lost only to the client withdrawing
 	 * (it saw TCP bytes), which then goes on over TCP by itself. */
-	if (!usmc_clc_answer(sk->ln, &sk->peer, 0, &p->wake)) {
+	if (!usmc_clc_answer(sk->ln, &sk->peer, 0)) {
 		usmc_conn_unbind_slot(sk, false);
 		return USMC_R_WITHDRAWN;
 	}
@@ -127,7 +127,7 @@ static int server_accept(struct usmc_sock *sk, int fd, struct usmc_clc_prop *p)
  * be a client that moved its bytes and half-closed.  CLOSED on its ring
  * means it closed while still proposed: its bytes stay in the ring.
  */
-static int server_decline(struct usmc_clc_ln *ln, int fd, struct usmc_clc_prop *p,
+static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_prop *p,
 			  int reason)
 {
 	static const char decline_byte = 0;
@@ -136,7 +136,7 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, struct usmc_clc_prop *
 	struct usmc_lgr *l;
 
 	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
-	if (!usmc_clc_answer(ln, &p->client, reason, &p->wake))
+	if (!usmc_clc_answer(ln, &p->client, reason))
 		return -1;
 	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (usmc_lgr_attach(p->lgr_id, p->devs[0], &l))
@@ -159,7 +159,7 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, struct usmc_clc_prop *
  * came on TCP meanwhile is looked at by the caller once it dropped the
  * lock (installed): a peer that moved to TCP already is followed, which
  * takes the lock (usmc_migrate_follow). */
-static void server_settle(struct usmc_sock *sk, int fd, int reason, struct usmc_clc_prop *p,
+static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct usmc_clc_prop *p,
 			  bool installed)
 {
 	if (!reason) {
@@ -167,7 +167,7 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, struct usmc_
 		if (reason == USMC_R_UNBOUND) {
 			/* Posted by someone else: consumed without a decline
 			 * byte, and no wake byte will come from the client. */
-			usmc_clc_answer(sk->ln, &p->client, reason, NULL);
+			usmc_clc_answer(sk->ln, &p->client, reason);
 		} else if (reason && reason != USMC_R_WITHDRAWN) {
 			int lost = server_decline(sk->ln, fd, p, reason);
 

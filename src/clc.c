@@ -500,33 +500,18 @@ int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 	return rc;
 }
 
-bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason,
-		     bool *wake)
+bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason)
 {
 	uint64_t h = usmc_clc_tuple_hash(client);
 	struct usmc_clc_entry *e = entry_of(ln, client, h);
 	uint64_t w = LOAD_ACQUIRE(&e->word);
-	bool ok;
 
 	if (!is_proposed(w, h))
 		return false;
 	if (reason <= 0 || reason >= USMC_R_MAX)
-		ok = atomic_compare_exchange_strong(&e->word, &w, 0);
-	else
-		ok = atomic_compare_exchange_strong(&e->word, &w,
-						    CLC_WORD(h, CLC_DECLINED | (unsigned int)reason));
-	if (ok && wake)
-		*wake = w & CLC_W;
-	return ok;
-}
-
-bool usmc_clc_want_wake(struct usmc_clc_ln *ln, const struct usmc_addr *client)
-{
-	uint64_t h = usmc_clc_tuple_hash(client);
-	struct usmc_clc_entry *e = entry_of(ln, client, h);
-	uint64_t w = CLC_WORD(h, CLC_PROPOSED);
-
-	return atomic_compare_exchange_strong(&e->word, &w, w | CLC_W);
+		return atomic_compare_exchange_strong(&e->word, &w, 0);
+	return atomic_compare_exchange_strong(&e->word, &w,
+					      CLC_WORD(h, CLC_DECLINED | (unsigned int)reason));
 }
 
 int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client)

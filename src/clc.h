@@ -259,21 +259,8 @@ enum {
 int usmc_clc_match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 		   struct usmc_clc_prop *p, int how);
 /* Server: answer a matched proposal: accept (reason 0) or decline.  false
- * when the client took it back meanwhile (it then goes to TCP itself).
- * *wake (if asked): the answer took a proposal with W, which its client
- * may have added after the match (usmc_clc_want_wake): a wake byte comes. */
-bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason,
-		     bool *wake);
-/*
- * Client, proposed without W: the kernel has not completed our connection
- * on the server's side (its accept queue was full: the handshake's last
- * ACK was dropped, or a SYN cookie answered), and only TCP bytes from us
- * complete it, as a TCP client's request would; a proposed client sends
- * none, and its connection was never accepted (a reply lost, the client
- * waiting for ever).  Ask for a wake byte: true when W is ours to send
- * (the server has not taken the proposal yet; it will consume the byte).
- */
-bool usmc_clc_want_wake(struct usmc_clc_ln *ln, const struct usmc_addr *client);
+ * when the client took it back meanwhile (it then goes to TCP itself). */
+bool usmc_clc_answer(struct usmc_clc_ln *ln, const struct usmc_addr *client, int reason);
 /* Client: the server's decline reason for our proposal (and clear it), or 0. */
 int usmc_clc_declined(struct usmc_clc_ln *ln, const struct usmc_addr *client);
 /* Client: has the server declined our proposal?  (one load; nothing cleared) */

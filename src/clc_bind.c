@@ -123,12 +123,21 @@ static int sockopt_marks(const struct inet_diag_sockopt *o)
 	       (o->recverr_rfc4884 ? USMC_BIND_DECIDED : 0);
 }
 
+/* What diag_ask saw of the socket besides its marks: its inode (0 once
+ * no file holds it: an orphan), and whether it is a listener whose
+ * accept queue is full (sk_acceptq_is_full: rqueue > wqueue). */
+struct diag_seen {
+	uint32_t ino;
+	uint8_t state;
+	bool full;
+};
+
 /* Ask for the socket whose own address is src and whose peer is dst (dst
  * port 0: the listener on src).  Its marks as usmc_bind_peer_marks, or
- * -EAGAIN: a connection not yet accepted (no socket options to report).
- * *ino, if asked for: its inode, 0 once no file holds it (an orphan). */
+ * -EAGAIN: a connection not established on that side yet (SYN_RECV: no
+ * socket options to report).  *seen, if asked for, as above. */
 static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *dst,
-		    uint32_t *ino)
+		    struct diag_seen *seen)
 {
 	struct {
 		struct nlmsghdr h;
@@ -162,8 +171,11 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
 	/* The exact connection (a lookup falls back to a listener on src). */
 	if (m->id.idiag_sport != htons(src->port) || m->id.idiag_dport != htons(dst->port))
 		return -ENOENT;
-	if (ino)
-		*ino = m->idiag_inode;
+	if (seen) {
+		seen->ino = m->idiag_inode;
+		seen->state = m->idiag_state;
+		seen->full = m->idiag_state == TCP_LISTEN && m->idiag_rqueue > m->idiag_wqueue;
+	}
 	if (m->idiag_state == TCP_SYN_RECV && dst->port)
 		return -EAGAIN;
 	a = usmc_nl_attr((const struct rtattr *)(m + 1), (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m))),
@@ -252,21 +264,17 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 	if (s < 0)
 		return s;
 	rc = diag_ask(s, peer, local, NULL);
-	/* Not established on that side yet (the listener's queue was full:
-	 * SYN_RECV), or no socket at all beside a usmc listener of this
-	 * namespace (a SYN cookie's): nobody decided it, its listener's mark
-	 * is the one it will have, and it is pending.  No socket and no such
-	 * listener here: the other end is elsewhere (-ENOENT). */
-	if (rc == -EAGAIN || rc == -ENOENT) {
-		bool syn_recv = rc == -EAGAIN;
+	/* Not established on that side yet (SYN_RECV): nobody decided it,
+	 * and its listener's mark is the one it will have.  Pending when the
+	 * listener's accept queue is full: the kernel dropped the last ACK
+	 * of the handshake (otherwise it is on its way, and completes it). */
+	if (rc == -EAGAIN) {
+		struct diag_seen l = { 0, 0, false };
 
 		any.port = 0;
-		rc = diag_ask(s, peer, &any, NULL);
-		if (rc >= 0 && (syn_recv || (rc & USMC_BIND_LISTENER)))
-			rc = (rc & USMC_BIND_LISTENER) | USMC_BIND_PENDING |
-			     (syn_recv ? 0 : USMC_BIND_ABSENT);
-		else if (!syn_recv)
-			rc = -ENOENT;
+		rc = diag_ask(s, peer, &any, &l);
+		if (rc >= 0)
+			rc = (rc & USMC_BIND_LISTENER) | (l.full ? USMC_BIND_PENDING : 0);
 	}
 	diag_put(s, held);
 	return rc;
@@ -279,20 +287,46 @@ int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr 
 	return rc < 0 ? rc : (rc & mark) != 0;
 }
 
+bool usmc_bind_listener_here(const struct usmc_addr *local, const struct usmc_addr *peer)
+{
+	struct usmc_addr any = *local;
+	bool held;
+	int s, rc;
+
+	s = diag_get(&held);
+	if (s < 0)
+		return false;
+	any.port = 0;
+	rc = diag_ask(s, peer, &any, NULL);
+	diag_put(s, held);
+	return rc > 0 && (rc & USMC_BIND_LISTENER);
+}
+
 int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst)
 {
-	uint32_t ino = 0;
+	struct diag_seen seen = { 0, 0, false };
 	bool held;
 	int s, rc;
 
 	s = diag_get(&held);
 	if (s < 0)
 		return s;
-	rc = diag_ask(s, src, dst, &ino);
+	rc = diag_ask(s, src, dst, &seen);
 	diag_put(s, held);
 	if (rc == -ENOENT)
 		return rc;
 	if (rc < 0 && rc != -EAGAIN && rc != -EOPNOTSUPP)
 		return rc;
-	return ino != 0;
+	/* An orphan closing: no file holds it.  Not TIME_WAIT: a socket
+	 * still held goes there too once both FINs passed (its full socket,
+	 * closed and unhashed, waits for its holder's close). */
+	switch (seen.state) {
+	case TCP_FIN_WAIT1:
+	case TCP_FIN_WAIT2:
+	case TCP_CLOSING:
+	case TCP_LAST_ACK:
+		return seen.ino != 0;
+	default:
+		return 1;
+	}
 }

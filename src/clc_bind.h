@@ -16,13 +16,9 @@ enum usmc_bind_mark {
 	/* On a client socket before it proposes; on an accepted socket
 	 * before the server answers accept. */
 	USMC_BIND_DECIDED = 2,
-	/* Not a mark: the connection is not established on that side yet
-	 * (SYN_RECV, or no socket for it beside a listener there), only its
-	 * listener answered (usmc_bind_peer_marks). */
+	/* Not a mark: the connection is not established on that side (SYN_RECV)
+	 * and its listener's accept queue is full (usmc_bind_peer_marks). */
 	USMC_BIND_PENDING = 4,
-	/* ... and with PENDING: no socket at all for it (a SYN cookie's, or
-	 * one gone already). */
-	USMC_BIND_ABSENT = 8,
 };
 
 /* Put mark on our socket fd: 0 or -errno. */
@@ -47,13 +43,23 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 
 /*
  * Does a process still hold the socket whose own address is src and whose
- * peer is dst (from its client, a connection's server end)?  1 yes (a
- * socket with a file, which usmc keeps open until its last call on it
- * returned: sock.c held_fd), 0 no (closed by every holder, or all of them
- * died: an orphan on its way out, TIME_WAIT), -ENOENT none there (gone, or
- * in another namespace), or another error.
+ * peer is dst (from its client, a connection's server end)?  0 no: an
+ * orphan, closed by every holder or all of them dead, between its FIN and
+ * TIME_WAIT (usmc keeps a socket's file open until its last call on it
+ * returned: sock.c held_fd); 1 yes, or cannot tell (TIME_WAIT: a socket
+ * still held goes there too); -ENOENT none there (gone, reset, or in
+ * another namespace); or another error.
  */
 int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst);
+
+/*
+ * Client, just connected, no socket found for the server's end: is a usmc
+ * listener for peer in our namespace?  Then the connection is not
+ * established on its side (a SYN cookie answered: the listener's queue
+ * was full), or was sent elsewhere by a rule of ours (DNAT): either way
+ * no usmc server has it now.  Otherwise it is in another namespace.
+ */
+bool usmc_bind_listener_here(const struct usmc_addr *local, const struct usmc_addr *peer);
 /* shed.c: the application is out of descriptors: give ours back (1 if one
  * went), and keep none from now on. */
 int usmc_bind_shed(void);

@@ -41,22 +41,21 @@ bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns)
 /* The server end carries mark, or is where the kernel cannot tell us
  * (another namespace): only a plain "no" is proof against it.  Seeing
  * that the server decided already spares the look at its answer.
- * *pending (if asked): the connection is not established on the server's
- * side yet (clc_bind.h USMC_BIND_PENDING). */
+ * *pending (if asked, right after connect): the connection is not
+ * established on the server's side (SYN_RECV), or has no socket there
+ * beside a usmc listener of our namespace (clc_bind.h). */
 static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
 {
 	int rc = usmc_bind_peer_marks(&sk->local, &sk->peer);
 	char a[64];
 
-	if (pending)
+	if (pending) {
 		*pending = rc > 0 && (rc & USMC_BIND_PENDING);
-	/* No socket for it at all: at the accept's check, one that went
-	 * already (as for another namespace, the kernel cannot tell). */
-	if (rc > 0 && (rc & USMC_BIND_ABSENT) && mark == USMC_BIND_DECIDED)
-		rc = -ENOENT;
-
-	if (sk->lgr && sk->lgr->owner && sk->lgr->bells)
-		sk->lgr->bells[sk->slot].peer_here = rc >= 0;
+		if (rc == -ENOENT && usmc_bind_listener_here(&sk->local, &sk->peer)) {
+			*pending = true;
+			rc = USMC_BIND_LISTENER;
+		}
+	}
 	if (rc > 0 && (rc & USMC_BIND_DECIDED))
 		sk->accept_proven = true;
 	if (rc < 0 || (rc & mark))
@@ -73,7 +72,14 @@ static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
  * it; the check costs it nothing): a route not proven, or a server end
  * that no usmc listener holds, takes the proposal back before any byte or
  * wake byte follows it (a server that answered it already did get us:
- * then it stands, and its answer is checked as any).  Under sk->lock:
+ * then it stands, and its answer is checked as any).  So does a connection
+ * the kernel has not established on the server's side (the listener's
+ * accept queue was full: the handshake's last ACK was dropped, or a SYN
+ * cookie answered): only a TCP segment from us completes it, as a TCP
+ * client's request would, and a proposed client sends nothing on TCP (it
+ * was never accepted, its client waited for ever: a proxy's backend with
+ * listen(5), curl -Z hung).  On TCP (backlog_full) the request completes
+ * it.  Under sk->lock:
  * another thread settling the same connect waits for the verdict before
  * it sends the wake byte.
  */
@@ -85,15 +91,8 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
-			 !server_end_marked(sk, USMC_BIND_LISTENER, &pending) ? USMC_R_UNBOUND : 0;
-	}
-	/* Not established on the server's side (clc.h usmc_clc_want_wake):
-	 * our wake byte completes it, as a TCP client's first bytes would. */
-	if (!reason && pending && !sk_flag(sk, SKF_WAKE_SEND) && sk->ln &&
-	    usmc_clc_want_wake(sk->ln, &sk->local)) {
-		sk_set_flag(sk, SKF_WAKE_SEND);
-		usmc_dbg(1, "fd %d: not established on the server's side yet: a wake byte completes it",
-			 sk->fd0);
+			 !server_end_marked(sk, USMC_BIND_LISTENER, &pending) ? USMC_R_UNBOUND :
+			 pending ? USMC_R_BACKLOG : 0;
 	}
 	/* No usmc listener holds the server end: whatever answered, no wake
 	 * byte goes to it (an answer that stands is checked as any). */

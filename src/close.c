@@ -203,6 +203,11 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 			usmc_migrate_on_close(sk, fd);
 		mode = sk_mode(sk);
 		aborted = sk_flag(sk, SKF_ABORTED);
+		/* The server's end sent its FIN without a usmc close (killed,
+		 * or exited with threads): ask whether anyone holds it, before
+		 * our FIN (after it, an end still held goes to TIME_WAIT too). */
+		if (sk->role == 'C' && mode == USMC_MODE_SMCD && sk_flag(sk, SKF_TCP_EOF))
+			usmc_lgr_slot_ask(sk->lgr, sk->slot, sk->gen);
 		usmc_conn_close(sk, fd);
 		/* Closed with the peer's bytes unread: TCP resets, and so does
 		 * our kernel socket, so that the peer's kernel shows what TCP's

@@ -154,7 +154,7 @@ static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)
 	/* Ours to answer only while it is this connection's slot and the
 	 * proposal is still posted (a concurrent accept of ours may take it
 	 * first: then it is simply accepted). */
-	if (c && LOAD_ACQUIRE(&c->c.gen) == gen && usmc_clc_answer(ln, &client, 0, NULL)) {
+	if (c && LOAD_ACQUIRE(&c->c.gen) == gen && usmc_clc_answer(ln, &client, 0)) {
 		/* Pairs with the client's acquire load in usmc_sock_refresh(). */
 		cdc_answer(&c->s, CDC_ANSWER(gen, CDC_ANS_DECLINE, USMC_R_HANDOVER));
 		cdc_release_gen(&c->s, gen);

@@ -143,10 +143,15 @@ static void lgr_free(struct usmc_lgr *l)
  * killed: a link group per 64 kills).  The kernel knows: once no process
  * holds the server end's socket (usmc keeps it open until its last call
  * on it returned, sock.c held_fd, and closes it after the close protocol),
- * no process of theirs can store into the slot again.  Its 4-tuple is the
- * one we wrote in our line (a peer that scribbles on it can only make us
- * reuse a slot of a connection with itself).  Only asked when the link
- * group has no other slot: one sock_diag request per slot.
+ * no process of theirs can store into the slot again.  Only a socket
+ * found without a file proves it (an orphan on its way out, TIME_WAIT): a
+ * socket reset is unhashed at once, while its holder may still write, and
+ * one in another namespace is not found either.  Its 4-tuple is the one we
+ * wrote in our line (a peer that scribbles on it can only make us reuse a
+ * slot of a connection with itself).  Asked when the link group has no
+ * other slot (one sock_diag request per slot), and at our close of a
+ * connection whose peer left without a usmc close (usmc_lgr_slot_ask),
+ * while its socket is still found.
  */
 #define LGR_ASK_NS	(100ull * 1000 * 1000)
 
@@ -154,9 +159,8 @@ static bool slot_server_gone(struct usmc_lgr *l, uint32_t i)
 {
 	struct usmc_cdc_client *c = &l->ctrl[i].c;
 	struct usmc_addr cli = c->client, srv = c->server;
-	int rc = usmc_bind_conn_held(&srv, &cli);
 
-	return rc == 0 || (rc == -ENOENT && l->bells[i].peer_here);
+	return usmc_bind_conn_held(&srv, &cli) == 0;
 }
 
 /*
@@ -252,7 +256,6 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen, bool ask)
 		cdc_reset_prod(&c->s2c_p);
 		cdc_reset_cons(&c->s2c_c);
 		cdc_slot_gen(&c->c, g);
-		l->bells[i].peer_here = false;
 		l->bells[i].gone_gen = 0;
 		*gen = g;
 		return (int)i;
@@ -344,6 +347,15 @@ static void lgr_prune_locked(void)
 		}
 		pp = &l->next;
 	}
+}
+
+void usmc_lgr_slot_ask(struct usmc_lgr *l, uint32_t slot, uint32_t gen)
+{
+	pthread_mutex_lock(&lgr_list_lock);
+	if (l->owner && l->bells && slot < l->nslots && LOAD_RELAXED(&l->ctrl[slot].c.gen) == gen &&
+	    LOAD_ACQUIRE(&l->ctrl[slot].s.released_gen) != gen && slot_server_gone(l, slot))
+		l->bells[slot].gone_gen = gen;
+	pthread_mutex_unlock(&lgr_list_lock);
 }
 
 void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached)

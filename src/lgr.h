@@ -43,9 +43,6 @@ struct usmc_lgr_bell {
 					 * (dmb_reserve; written under the tx_lock of
 					 * the slot's connection); only whether it is
 					 * set is used: the slot was registered here */
-	bool peer_here;			/* owner: the slot's server end was in our
-					 * network namespace (clc_proof.c), so the
-					 * kernel's "no such socket" means gone */
 	uint32_t gone_gen;		/* owner: no process holds the server end of
 					 * this generation (lgr.c slot_server_gone) */
 };
@@ -140,6 +137,10 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
 /* The same without dropping our reference to l (no lock: process exit). */
 void usmc_lgr_slot_release(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
+/* Client, closing a connection whose server end sent its FIN without a
+ * usmc close: if no process holds that end any more (lgr.c
+ * slot_server_gone), the slot is free for reuse once we let go of it. */
+void usmc_lgr_slot_ask(struct usmc_lgr *l, uint32_t slot, uint32_t gen);
 
 /* Server: attach the client's link group by id on the device the
  * proposal named (cached); -EBADMSG: not one we offer, or the link group

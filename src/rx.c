@@ -71,7 +71,8 @@ static int rx_empty_state(struct usmc_sock *sk)
 	/* The peer's FIN came before its reset (a shutdown, then a close
 	 * with our bytes unread, as the JDK's close does): TCP's reads end
 	 * at the FIN, only sends see the reset. */
-	if ((pf & (CDC_F_ABORT | CDC_F_DONE)) == (CDC_F_ABORT | CDC_F_DONE) && !(f & SKF_ABORTED))
+	if ((pf & (CDC_F_ABORT | CDC_F_DONE)) == (CDC_F_ABORT | CDC_F_DONE) &&
+	    (!(f & SKF_ABORTED) || sk_fin_then_reset(sk)))
 		return 0;
 	if (pf & CDC_F_ABORT && !(f & SKF_ABORTED)) {
 		usmc_sock_abort(sk, USMC_A_PEER_RESET);

@@ -264,19 +264,26 @@ static inline bool usmc_unproven(const struct usmc_sock *sk)
 	return unlikely(sk_mode(sk) == USMC_MODE_PROPOSED);
 }
 
+/* A reset from the peer after its FIN (DONE before ABORT on its line):
+ * reads end at the FIN (rx.c rx_empty_state). */
+static inline bool sk_fin_then_reset(const struct usmc_sock *sk)
+{
+	return LOAD_RELAXED(&sk->sh->abort) == USMC_A_PEER_RESET && sk_mode(sk) == USMC_MODE_SMCD &&
+	       sk->rx_p && !usmc_unproven(sk) &&
+	       (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_ABORT | CDC_F_DONE)) ==
+	       (CDC_F_ABORT | CDC_F_DONE);
+}
+
 /*
  * The error a reset shows a sender (and SO_ERROR): ECONNRESET, but EPIPE
  * when the peer's FIN came first (it shut down, then closed with our
- * bytes unread: DONE before ABORT on its line), as TCP's reset of a
- * socket in CLOSE_WAIT does (tcp_reset); its reads end at the FIN
- * (rx.c rx_empty_state).
+ * bytes unread), as TCP's reset of a socket in CLOSE_WAIT does
+ * (tcp_reset).  Not after our own FIN too: LAST_ACK, ECONNRESET.
  */
 static inline int sk_reset_errno(const struct usmc_sock *sk)
 {
-	uint32_t pf = sk->rx_p && !usmc_unproven(sk) ? LOAD_ACQUIRE(&sk->rx_p->flags) : 0;
-
-	return LOAD_RELAXED(&sk->sh->abort) == USMC_A_PEER_RESET &&
-	       (pf & (CDC_F_ABORT | CDC_F_DONE)) == (CDC_F_ABORT | CDC_F_DONE) ? EPIPE : ECONNRESET;
+	return sk_fin_then_reset(sk) && !(LOAD_RELAXED(&sk->sh->flags) & SKF_SHUT_WR) ?
+	       EPIPE : ECONNRESET;
 }
 
 /*

@@ -426,11 +426,16 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	if (unlikely(!usmc_fast_ok(sk, l) || tx_depth || tx_defer_len ||
 		     (LOAD_ACQUIRE(&sk->tx_c->flags) & (CDC_F_CLOSED | CDC_F_ABORT))))
 		return USMC_SLOW;
-	/* tx_look() here: the peer gone shows in the flags. */
+	/* tx_look() without its locks (a handler may have interrupted a
+	 * holder of sk->lock): a peek that finds anything on TCP leaves it
+	 * to the slow path's look. */
 	if (unlikely(tx_look_due(sk))) {
-		usmc_check_tcp(sk, fd);
-		if (LOAD_ACQUIRE(&sk->sh->flags) & SKF_FAST_BAD)
+		char c;
+
+		if (real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+		    (errno != EAGAIN && errno != EWOULDBLOCK))
 			return USMC_SLOW;
+		sk_peer_seen(sk);
 	}
 	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
 	tx_push(sk->sh);

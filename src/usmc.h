@@ -198,6 +198,7 @@ enum usmc_reason {
 	USMC_R_STDIO,		/* on descriptors 0-2, which stdio writes past usmc (stdstream.c) */
 	USMC_R_UNBOUND,		/* the CLC step did not come from the holder of the connection's other end (clc_bind.c) */
 	USMC_R_DEV_UNSHARED,	/* shared with another process (fork, exec, SCM_RIGHTS) on a device that cannot (dev.h) */
+	USMC_R_BACKLOG,		/* not established on the server's side: its accept queue was full (clc_proof.c) */
 	USMC_R_MAX
 };
 

@@ -108,6 +108,10 @@ static const struct {
 				    "SCM_RIGHTS) on a device that cannot share a connection",
 				    "works on TCP; a server that accepts in the process that serves "
 				    "the connection keeps it accelerated" },
+	[USMC_R_BACKLOG]	= { "backlog_full", "the server's accept queue was full when the "
+				    "client connected (only TCP bytes complete such a connection)",
+				    "a larger listen() backlog, or a server that accepts sooner; the "
+				    "connection works on TCP" },
 };
 
 const char *usmc_reason_name(int r)

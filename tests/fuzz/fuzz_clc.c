@@ -10,10 +10,8 @@
  * the connecting[] announcements and the header, and the server's reads of
  * it (usmc_clc_match at every level of patience, usmc_clc_prop_check as
  * af_usmc.c's server_accept uses it, usmc_clc_answer, usmc_clc_has_proposal,
- * usmc_clc_withdraw), the client's reading of a decline
- * (usmc_clc_declined) and its late request for a wake byte
- * (usmc_clc_want_wake: W only on its own PROPOSED(h); an answer reports
- * the W it took).  Separately, whole ln-<id> files with
+ * usmc_clc_withdraw) and the client's reading of a decline
+ * (usmc_clc_declined).  Separately, whole ln-<id> files with
  * a fuzzed header and size go through usmc_clc_ln_get (ln_open).
  *
  * Properties:
@@ -333,13 +331,11 @@ static void op_answer(struct state *s, struct fz *f)
 {
 	uint64_t w0 = LOAD_RELAXED(&s->e->word), w1;
 	int reason = fz_u8(f) & 1 ? (int)(int8_t)fz_u8(f) : 0;
-	bool wake = false, ok = usmc_clc_answer(ln, &s->client, reason, &wake);
+	bool ok = usmc_clc_answer(ln, &s->client, reason);
 
 	w1 = LOAD_RELAXED(&s->e->word);
 	FZ_CHECK(ok == proposed(s, w0), "answer %d on %#llx", ok,
 		 (unsigned long long)w0);
-	FZ_CHECK(!ok || wake == !!(w0 & CLC_W), "answer on %#llx: wake %d",
-		 (unsigned long long)w0, wake);
 	if (!ok)
 		FZ_CHECK(w1 == w0, "failed answer changed %#llx", (unsigned long long)w0);
 	else if (reason <= 0 || reason >= USMC_R_MAX)
@@ -347,20 +343,6 @@ static void op_answer(struct state *s, struct fz *f)
 	else
 		FZ_CHECK(w1 == CLC_WORD(s->h, CLC_DECLINED | (unsigned int)reason),
 			 "decline %d wrote %#llx", reason, (unsigned long long)w1);
-}
-
-/* ... the client asks for a wake byte (its connection is pending on the
- * server's side): only on its own PROPOSED(h) without W, adding W. */
-static void op_want_wake(struct state *s)
-{
-	uint64_t w0 = LOAD_RELAXED(&s->e->word), w1;
-	bool ok = usmc_clc_want_wake(ln, &s->client);
-
-	w1 = LOAD_RELAXED(&s->e->word);
-	FZ_CHECK(ok == (w0 == CLC_WORD(s->h, CLC_PROPOSED)), "want_wake %d on %#llx", ok,
-		 (unsigned long long)w0);
-	FZ_CHECK(w1 == (ok ? w0 | CLC_W : w0), "want_wake %d left %#llx", ok,
-		 (unsigned long long)w1);
 }
 
 /* ... and the client reads a decline (whoever wrote it). */
@@ -451,7 +433,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	pick_client(&s, &f);
 	while (fz_more(&f) && ops++ < MAX_OPS) {
-		switch (fz_u8(&f) % 13) {
+		switch (fz_u8(&f) % 12) {
 		case 0:
 		case 1:
 			op_propose(&s, &f);
@@ -480,9 +462,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 10:
 			op_declined(&s);
-			break;
-		case 11:
-			op_want_wake(&s);
 			break;
 		default:
 			pick_client(&s, &f);
