@@ -124,12 +124,10 @@ static int sockopt_marks(const struct inet_diag_sockopt *o)
 }
 
 /* What diag_ask saw of the socket besides its marks: its inode (0 once
- * no file holds it: an orphan), and whether it is a listener whose
- * accept queue is full (sk_acceptq_is_full: rqueue > wqueue). */
+ * no file holds it) and its state. */
 struct diag_seen {
 	uint32_t ino;
 	uint8_t state;
-	bool full;
 };
 
 /* Ask for the socket whose own address is src and whose peer is dst (dst
@@ -174,7 +172,6 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
 	if (seen) {
 		seen->ino = m->idiag_inode;
 		seen->state = m->idiag_state;
-		seen->full = m->idiag_state == TCP_LISTEN && m->idiag_rqueue > m->idiag_wqueue;
 	}
 	if (m->idiag_state == TCP_SYN_RECV && dst->port)
 		return -EAGAIN;
@@ -265,16 +262,16 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 		return s;
 	rc = diag_ask(s, peer, local, NULL);
 	/* Not established on that side yet (SYN_RECV): nobody decided it,
-	 * and its listener's mark is the one it will have.  Pending when the
-	 * listener's accept queue is full: the kernel dropped the last ACK
-	 * of the handshake (otherwise it is on its way, and completes it). */
+	 * and its listener's mark is the one it will have.  Pending: the
+	 * kernel dropped the handshake's last ACK (the listener's accept
+	 * queue was full, whatever it holds now), or that ACK still waits in
+	 * a softirq backlog; the first needs a TCP segment from the client,
+	 * and the two look alike. */
 	if (rc == -EAGAIN) {
-		struct diag_seen l = { 0, 0, false };
-
 		any.port = 0;
-		rc = diag_ask(s, peer, &any, &l);
+		rc = diag_ask(s, peer, &any, NULL);
 		if (rc >= 0)
-			rc = (rc & USMC_BIND_LISTENER) | (l.full ? USMC_BIND_PENDING : 0);
+			rc = (rc & USMC_BIND_LISTENER) | USMC_BIND_PENDING;
 	}
 	diag_put(s, held);
 	return rc;
@@ -304,7 +301,7 @@ bool usmc_bind_listener_here(const struct usmc_addr *local, const struct usmc_ad
 
 int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst)
 {
-	struct diag_seen seen = { 0, 0, false };
+	struct diag_seen seen = { 0, 0 };
 	bool held;
 	int s, rc;
 

@@ -16,8 +16,8 @@ enum usmc_bind_mark {
 	/* On a client socket before it proposes; on an accepted socket
 	 * before the server answers accept. */
 	USMC_BIND_DECIDED = 2,
-	/* Not a mark: the connection is not established on that side (SYN_RECV)
-	 * and its listener's accept queue is full (usmc_bind_peer_marks). */
+	/* Not a mark: the connection is not established on that side
+	 * (SYN_RECV: usmc_bind_peer_marks). */
 	USMC_BIND_PENDING = 4,
 };
 

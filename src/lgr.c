@@ -143,17 +143,18 @@ static void lgr_free(struct usmc_lgr *l)
  * killed: a link group per 64 kills).  The kernel knows: once no process
  * holds the server end's socket (usmc keeps it open until its last call
  * on it returned, sock.c held_fd, and closes it after the close protocol),
- * no process of theirs can store into the slot again.  Only a socket
- * found without a file proves it (an orphan on its way out, TIME_WAIT): a
- * socket reset is unhashed at once, while its holder may still write, and
- * one in another namespace is not found either.  Its 4-tuple is the one we
+ * no process of theirs can store into the slot again.  Only an orphan
+ * between its FIN and TIME_WAIT proves it (clc_bind.h usmc_bind_conn_held);
+ * a socket reset is unhashed at once while its holder may still write,
+ * and one in another namespace is not found either.  (Not proven: a
+ * holder whose close could not keep the file for a call still in
+ * progress, its duplicate refused for lack of descriptors, sock.c.)  Its 4-tuple is the one we
  * wrote in our line (a peer that scribbles on it can only make us reuse a
- * slot of a connection with itself).  Asked when the link group has no
- * other slot (one sock_diag request per slot), and at our close of a
- * connection whose peer left without a usmc close (usmc_lgr_slot_ask),
- * while its socket is still found.
+ * slot of a connection with itself).  Asked at our close of a connection
+ * whose peer sent its FIN without a usmc close (usmc_lgr_slot_ask), while
+ * our own socket still pins the 4-tuple (a later ask could find another
+ * connection's server end under the same 4-tuple).
  */
-#define LGR_ASK_NS	(100ull * 1000 * 1000)
 
 static bool slot_server_gone(struct usmc_lgr *l, uint32_t i)
 {
@@ -171,7 +172,7 @@ static bool slot_server_gone(struct usmc_lgr *l, uint32_t i)
  * client of a forking server found a dozen slots whose server children
  * were still exiting, and asked for each).
  */
-static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *alive, bool ask)
+static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *alive)
 {
 	struct usmc_cdc_ctrl *c = &l->ctrl[i];
 	uint64_t ans = LOAD_ACQUIRE(&c->s.answer);
@@ -184,11 +185,7 @@ static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *ali
 			return true;
 		if (*alive < 0)
 			*alive = l->dev->lgr_peer_alive(l);
-		if (!*alive)
-			return true;
-		if (ask && slot_server_gone(l, i))
-			l->bells[i].gone_gen = gen;
-		return false;
+		return !*alive;
 	}
 	/* Not answered: the server may still match the proposal and read
 	 * what we queued (a closed client's last bytes), so the slot waits
@@ -199,39 +196,11 @@ static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *ali
 	return false;
 }
 
-/* Ask about every slot the server never let go of (slot_server_gone);
- * after an ask that found none, not again for LGR_ASK_NS (false). */
-static bool lgr_ask_gone(struct usmc_lgr *l)
-{
-	uint64_t now = usmc_coarse_ns();
-	bool found = false;
-	int alive = -1;
-	uint32_t i;
-
-	if (now - l->asked_ns < LGR_ASK_NS)
-		return false;
-	for (i = 0; i < l->nslots; i++) {
-		uint32_t g = LOAD_RELAXED(&l->ctrl[i].c.gen);
-
-		if (LOAD_ACQUIRE(&l->ctrl[i].c.state) == SLOT_DRAIN &&
-		    !slot_reusable(l, i, g, &alive, true))
-			found |= l->bells[i].gone_gen == g;
-	}
-	if (!found)
-		l->asked_ns = now;
-	return true;
-}
-
-/* Claim a slot in l; returns the slot or -1.  ask: slots the server
- * never let go of may be asked about first (lgr_ask_gone).  Caller holds
- * lgr_list_lock. */
-static int lgr_claim(struct usmc_lgr *l, uint32_t *gen, bool ask)
+/* Claim a slot in l; returns the slot or -1.  Caller holds lgr_list_lock. */
+static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 {
 	int alive = -1;
 	uint32_t i;
-
-	if (ask && !lgr_ask_gone(l))
-		return -1;
 
 	for (i = 0; i < l->nslots; i++) {
 		struct usmc_cdc_ctrl *c = &l->ctrl[i];
@@ -240,7 +209,7 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen, bool ask)
 		if (st == SLOT_BUSY)
 			continue;
 		g = LOAD_RELAXED(&c->c.gen);
-		if (st == SLOT_DRAIN && !slot_reusable(l, i, g, &alive, false))
+		if (st == SLOT_DRAIN && !slot_reusable(l, i, g, &alive))
 			continue;
 		if (!cdc_slot_move(&c->c, &st, SLOT_BUSY))
 			continue;
@@ -271,15 +240,14 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	int s, rc;
 
 	pthread_mutex_lock(&lgr_list_lock);
-	for (int ask = 0; ask < 2; ask++)
-		for (l = lgr_list; l; l = l->next) {
-			if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
-			    l->ring_size != (uint32_t)usmc_opt.ring_size)
-				continue;
-			s = lgr_claim(l, gen, ask);
-			if (s >= 0)
-				goto found;
-		}
+	for (l = lgr_list; l; l = l->next) {
+		if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
+		    l->ring_size != (uint32_t)usmc_opt.ring_size)
+			continue;
+		s = lgr_claim(l, gen);
+		if (s >= 0)
+			goto found;
+	}
 	pthread_mutex_unlock(&lgr_list_lock);
 
 	/* No room: a new link group (the first contact, in SMC terms). */
@@ -307,7 +275,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	pthread_mutex_lock(&lgr_list_lock);
 	l->next = lgr_list;
 	lgr_list = l;
-	s = lgr_claim(l, gen, false);
+	s = lgr_claim(l, gen);
 	if (s < 0) {
 		pthread_mutex_unlock(&lgr_list_lock);
 		return USMC_R_LIMIT;
@@ -351,10 +319,14 @@ static void lgr_prune_locked(void)
 
 void usmc_lgr_slot_ask(struct usmc_lgr *l, uint32_t slot, uint32_t gen)
 {
+	/* Our slot, still busy with gen: nobody claims it meanwhile, and the
+	 * kernel is asked without lgr_list_lock. */
+	if (!l->owner || l->pid != usmc_getpid() || !l->bells || slot >= l->nslots ||
+	    LOAD_RELAXED(&l->ctrl[slot].c.gen) != gen ||
+	    LOAD_ACQUIRE(&l->ctrl[slot].s.released_gen) == gen || !slot_server_gone(l, slot))
+		return;
 	pthread_mutex_lock(&lgr_list_lock);
-	if (l->owner && l->bells && slot < l->nslots && LOAD_RELAXED(&l->ctrl[slot].c.gen) == gen &&
-	    LOAD_ACQUIRE(&l->ctrl[slot].s.released_gen) != gen && slot_server_gone(l, slot))
-		l->bells[slot].gone_gen = gen;
+	l->bells[slot].gone_gen = gen;
 	pthread_mutex_unlock(&lgr_list_lock);
 }
 

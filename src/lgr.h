@@ -68,7 +68,6 @@ struct usmc_lgr {
 	size_t as_bytes;		/* counted in the address-space budget (lgr.c) */
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
-	uint64_t asked_ns;		/* owner: slots last asked about (lgr.c lgr_claim) */
 	struct usmc_lgr_bell *bells;	/* [nslots] */
 	/* The doorbells, one per side for every slot (under lock): own is
 	 * watched by our waiters, peer rung for the other side; -1 until

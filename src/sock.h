@@ -268,7 +268,11 @@ static inline bool usmc_unproven(const struct usmc_sock *sk)
  * reads end at the FIN (rx.c rx_empty_state). */
 static inline bool sk_fin_then_reset(const struct usmc_sock *sk)
 {
-	return LOAD_RELAXED(&sk->sh->abort) == USMC_A_PEER_RESET && sk_mode(sk) == USMC_MODE_SMCD &&
+	uint32_t why = LOAD_RELAXED(&sk->sh->abort);
+
+	/* 0: an abort whose reason is still being stored (usmc_sock_abort
+	 * sets the flag first); the peer's line says whose it is. */
+	return (why == USMC_A_PEER_RESET || !why) && sk_mode(sk) == USMC_MODE_SMCD &&
 	       sk->rx_p && !usmc_unproven(sk) &&
 	       (LOAD_ACQUIRE(&sk->rx_p->flags) & (CDC_F_ABORT | CDC_F_DONE)) ==
 	       (CDC_F_ABORT | CDC_F_DONE);

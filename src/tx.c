@@ -430,11 +430,15 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	 * holder of sk->lock): a peek that finds anything on TCP leaves it
 	 * to the slow path's look. */
 	if (unlikely(tx_look_due(sk))) {
+		int saved = errno;
 		char c;
 
 		if (real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-		    (errno != EAGAIN && errno != EWOULDBLOCK))
+		    (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			errno = saved;
 			return USMC_SLOW;
+		}
+		errno = saved;
 		sk_peer_seen(sk);
 	}
 	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
