@@ -79,7 +79,9 @@ static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
  * client's request would, and a proposed client sends nothing on TCP (it
  * was never accepted, its client waited for ever: a proxy's backend with
  * listen(5), curl -Z hung).  On TCP (backlog_full) the request completes
- * it.  Under sk->lock:
+ * it.  Unless we send the wake byte anyway (a TCP_DEFER_ACCEPT listener's
+ * connections stay in SYN_RECV until data comes, by design): that byte
+ * completes it.  Under sk->lock:
  * another thread settling the same connect waits for the verdict before
  * it sends the wake byte.
  */
@@ -92,7 +94,7 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
 			 !server_end_marked(sk, USMC_BIND_LISTENER, &pending) ? USMC_R_UNBOUND :
-			 pending ? USMC_R_BACKLOG : 0;
+			 pending && !sk_flag(sk, SKF_WAKE_SEND) ? USMC_R_BACKLOG : 0;
 	}
 	/* No usmc listener holds the server end: whatever answered, no wake
 	 * byte goes to it (an answer that stands is checked as any). */
