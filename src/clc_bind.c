@@ -251,16 +251,34 @@ static void diag_put(int s, bool held)
 		usmc_nl_close(s);
 }
 
-int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer)
+/* One request on a socket of ours (diag_get), as diag_ask answers it. */
+static int diag_once(const struct usmc_addr *src, const struct usmc_addr *dst,
+		     struct diag_seen *seen)
 {
-	struct usmc_addr any = *local;
 	bool held;
-	int s, rc;
+	int s = diag_get(&held), rc;
 
-	s = diag_get(&held);
 	if (s < 0)
 		return s;
-	rc = diag_ask(s, peer, local, NULL);
+	rc = diag_ask(s, src, dst, seen);
+	diag_put(s, held);
+	return rc;
+}
+
+/* The marks of the listener on peer that our connection local -> peer
+ * would reach, as diag_ask gives them. */
+static int listener_marks(const struct usmc_addr *local, const struct usmc_addr *peer)
+{
+	struct usmc_addr any = *local;
+
+	any.port = 0;
+	return diag_once(peer, &any, NULL);
+}
+
+int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *peer)
+{
+	int rc = diag_once(peer, local, NULL);
+
 	/* Not established on that side yet (SYN_RECV): nobody decided it,
 	 * and its listener's mark is the one it will have.  Pending: the
 	 * kernel dropped the handshake's last ACK (the listener's accept
@@ -268,12 +286,10 @@ int usmc_bind_peer_marks(const struct usmc_addr *local, const struct usmc_addr *
 	 * a softirq backlog; the first needs a TCP segment from the client,
 	 * and the two look alike. */
 	if (rc == -EAGAIN) {
-		any.port = 0;
-		rc = diag_ask(s, peer, &any, NULL);
+		rc = listener_marks(local, peer);
 		if (rc >= 0)
 			rc = (rc & USMC_BIND_LISTENER) | USMC_BIND_PENDING;
 	}
-	diag_put(s, held);
 	return rc;
 }
 
@@ -286,30 +302,16 @@ int usmc_bind_peer_marked(const struct usmc_addr *local, const struct usmc_addr 
 
 bool usmc_bind_listener_here(const struct usmc_addr *local, const struct usmc_addr *peer)
 {
-	struct usmc_addr any = *local;
-	bool held;
-	int s, rc;
+	int rc = listener_marks(local, peer);
 
-	s = diag_get(&held);
-	if (s < 0)
-		return false;
-	any.port = 0;
-	rc = diag_ask(s, peer, &any, NULL);
-	diag_put(s, held);
 	return rc > 0 && (rc & USMC_BIND_LISTENER);
 }
 
 int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst)
 {
 	struct diag_seen seen = { 0, 0 };
-	bool held;
-	int s, rc;
+	int rc = diag_once(src, dst, &seen);
 
-	s = diag_get(&held);
-	if (s < 0)
-		return s;
-	rc = diag_ask(s, src, dst, &seen);
-	diag_put(s, held);
 	if (rc == -ENOENT)
 		return rc;
 	if (rc < 0 && rc != -EAGAIN && rc != -EOPNOTSUPP)

@@ -425,7 +425,7 @@ static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 			goto dropped;
 	/* Ours is the last copy: the peer's CLC byte, if it came, is taken
 	 * (threads or not: the look arbitrates), or the kernel's close of a
-	 * socket with an unread byte resets it (af_usmc.c, at a close). */
+	 * socket with an unread byte resets it (close.c, at a close). */
 	if (r == 1 && sk->kind == SK_CONN && sk_close_owes_byte(sk) && exit_private_ok(sk))
 		usmc_tcp_skip_wake(sk, fd, true);
 	if (r != 1 || (sk->kind != SK_LISTEN && !x->alone) ||

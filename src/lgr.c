@@ -148,14 +148,13 @@ static void lgr_free(struct usmc_lgr *l)
  * a socket reset is unhashed at once while its holder may still write,
  * and one in another namespace is not found either.  (Not proven: a
  * holder whose close could not keep the file for a call still in
- * progress, its duplicate refused for lack of descriptors, sock.c.)  Its 4-tuple is the one we
- * wrote in our line (a peer that scribbles on it can only make us reuse a
- * slot of a connection with itself).  Asked at our close of a connection
- * whose peer sent its FIN without a usmc close (usmc_lgr_slot_ask), while
- * our own socket still pins the 4-tuple (a later ask could find another
- * connection's server end under the same 4-tuple).
+ * progress, its duplicate refused for lack of descriptors, sock.c.)  Its
+ * 4-tuple is the one we wrote in our line (a peer that scribbles on it can
+ * only make us reuse a slot of a connection with itself).  Asked at our
+ * close of a connection whose peer sent its FIN without a usmc close
+ * (usmc_lgr_slot_ask), while our own socket still pins the 4-tuple (a
+ * later ask could find another connection's server end under it).
  */
-
 static bool slot_server_gone(struct usmc_lgr *l, uint32_t i)
 {
 	struct usmc_cdc_client *c = &l->ctrl[i].c;

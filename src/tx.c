@@ -432,13 +432,12 @@ ssize_t usmc_tx_fast(struct usmc_sock *sk, int fd, const void *buf, size_t n, in
 	if (unlikely(tx_look_due(sk))) {
 		int saved = errno;
 		char c;
+		bool quiet = real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+			     (errno == EAGAIN || errno == EWOULDBLOCK);
 
-		if (real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-		    (errno != EAGAIN && errno != EWOULDBLOCK)) {
-			errno = saved;
-			return USMC_SLOW;
-		}
 		errno = saved;
+		if (!quiet)
+			return USMC_SLOW;
 		sk_peer_seen(sk);
 	}
 	/* tx_lock(), where usmc_fast_ok() checked that the flag will do */
