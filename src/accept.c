@@ -13,6 +13,7 @@
 #include "af_usmc.h"
 #include "clc.h"
 #include "clc_bind.h"
+#include "conn.h"
 #include "fdtab.h"
 #include "log.h"
 #include "migrate.h"
@@ -21,6 +22,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "tcp.h"
 #include "wait.h"
 
 #include <netinet/in.h>
@@ -246,7 +248,7 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		memcpy(sa, &ss, MIN((size_t)*salen, (size_t)sslen));
 		*salen = sslen;
 	}
-	sk = usmc_sock_new(nfd, SK_CONN);
+	sk = usmc_sock_new(nfd, SK_CONN, lsk->ops);
 	if (!sk) {
 		server_untracked(lsk, nfd, (struct sockaddr *)&ss, sslen);
 		return nfd;

@@ -27,6 +27,8 @@
  */
 #include "adopt.h"
 #include "af_usmc.h"
+#include "close.h"
+#include "conn.h"
 #include "fdtab.h"
 #include "log.h"
 #include "real.h"
@@ -95,7 +97,7 @@ static struct usmc_sock *adopt_wrap(const struct usmc_adopt *a, int kind)
 	struct usmc_sock *sk;
 
 	usmc_family_inherited(a->sh);	/* others have it too: always the mutex */
-	sk = usmc_sock_wrap(a->fd, kind, a->sh);
+	sk = usmc_sock_wrap(a->fd, kind, a->sh, &usmc_sock_ops);
 	if (sk && a->received && a->peek)
 		atomic_fetch_add(&a->sh->refs, 1);
 	return sk;

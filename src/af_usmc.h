@@ -10,10 +10,6 @@
 
 struct usmc_sock;
 
-/* Settle a non-blocking connect that finished: 0, -EINPROGRESS, -errno, or
- * USMC_CONNECT_FAILED (now plain TCP; the kernel holds the error). */
-#define USMC_CONNECT_FAILED	1
-int usmc_sock_connect_done(struct usmc_sock *sk, int fd);
 /* listener.c: the socket's last close: record and index removed. */
 void usmc_listen_release(struct usmc_sock *sk);
 /* listener.c: clients stop finding it (it goes where nobody answers). */
@@ -45,23 +41,11 @@ bool usmc_accept_proven(struct usmc_sock *sk);
 /* The client's one CLC wake byte, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 void usmc_conn_release(struct usmc_sock *sk, int fd);
-void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
-/* Descriptors an accelerated connection may need besides its socket: a
- * new link group's file and its two doorbells (shared by its connections). */
-#define USMC_CONN_FDS	3
-/* 0, or the reason this connection cannot use shared memory (resources). */
-int usmc_conn_resources(const struct usmc_sock *sk, int fd);
 /* shed.c: out of descriptors: give some of usmc's back; true if any went. */
 bool usmc_shed(void);
 /* shed.c: RLIMIT_AS was lowered: give back the link groups no connection
  * of ours reads any more. */
 void usmc_shed_address_space(void);
-struct usmc_lgr;
-int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
-			bool fresh);
-void usmc_conn_unbind_slot(struct usmc_sock *sk, bool server_attached);
-/* Both ends: the connection is on shared memory from now on. */
-void usmc_conn_established(struct usmc_sock *sk);
 /* accept.c: an undecided server connection looks for a proposal (cheap). */
 void usmc_server_resolve_quick(struct usmc_sock *sk, int fd);
 /* exec.c */

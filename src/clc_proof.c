@@ -9,6 +9,7 @@
  */
 #include "af_usmc.h"
 #include "clc_bind.h"
+#include "conn.h"
 #include "lgr.h"
 #include "log.h"
 #include "registry.h"

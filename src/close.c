@@ -12,17 +12,18 @@
  *   or SO_LINGER {1, 0}
  * The real TCP socket is left alone until the last descriptor closes; its
  * FIN then doubles as the peer's wake-up and proof that we let go.  That
- * last close (usmc_sock_release, in whichever process it happens) settles
+ * last close (the socket's release, in whichever process it happens) settles
  * what is still open: an undecided server end, the peer's CLC byte, bytes
  * moving to TCP, the slot.
  */
 #include "af_usmc.h"
 #include "close.h"
-#include "epoll.h"
-#include "lgr.h"
+#include "conn.h"
 #include "migrate.h"
 #include "real.h"
 #include "sock.h"
+#include "tcp.h"
+
 
 /*
  * shutdown(SHUT_WR) while our ring's bytes are still moving to TCP: the
@@ -76,7 +77,7 @@ int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how)
 		usmc_kick_data(sk);
 		usmc_ring_own(sk);
 	}
-	usmc_epoll_sock_edge(sk);
+	sk_watch_edge(sk);
 	(void)fd;
 	return 0;
 }
@@ -128,7 +129,7 @@ kick:
 }
 
 /*
- * Process exit of the last process holding a connection (usmc_fd_exit):
+ * Process exit of the last process holding a connection (usmc_socks_exit):
  * what its last close would have told the peer and done to the slot,
  * with atomics and the FIN's shutdown only (exit() may interrupt one of
  * our calls).  A client
@@ -231,7 +232,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	sk->st = NULL;
 }
 
-void usmc_sock_release(struct usmc_sock *sk, int fd)
+static void sock_release(struct usmc_sock *sk, int fd)
 {
 	if (sk->kind == SK_LISTEN)
 		usmc_listen_release(sk);
@@ -239,3 +240,7 @@ void usmc_sock_release(struct usmc_sock *sk, int fd)
 		usmc_conn_release(sk, fd);
 }
 
+/* Given to every socket usmc makes (sock.h struct usmc_sock_ops). */
+const struct usmc_sock_ops usmc_sock_ops = {
+	.release = sock_release,
+};

@@ -25,94 +25,13 @@
 #include "epoll.h"
 #include "epoll_int.h"
 #include "fdtab.h"
-#include "log.h"
 #include "options.h"
-#include "poll.h"
 #include "real.h"
 #include "sock.h"
 #include "sys.h"
 #include "wait.h"
 
-#include <fcntl.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
-
-pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
-_Atomic uint64_t ep_mode_gen;
-
-/* epoll descriptor -> instance; small two-level table under ep_lock */
-#define EPT_SHIFT 10
-static struct usmc_ep **ept_root[2048];
-_Atomic uint32_t ep_live;	/* instances of ours (usmc_epoll_mark_nested) */
-
-static struct usmc_ep **ept_slot(int fd, bool create)
-{
-	unsigned int hi = (unsigned int)fd >> EPT_SHIFT;
-
-	if (fd < 0 || hi >= ARRAY_SIZE(ept_root))
-		return NULL;
-	if (!ept_root[hi] && create)
-		ept_root[hi] = calloc(1u << EPT_SHIFT, sizeof(struct usmc_ep *));
-	return ept_root[hi] ? &ept_root[hi][(unsigned int)fd & ((1u << EPT_SHIFT) - 1)] : NULL;
-}
-
-struct usmc_ep *ep_lookup(int epfd)
-{
-	struct usmc_ep **s = ept_slot(epfd, false);
-
-	return s ? *s : NULL;
-}
-
-void usmc_epoll_mode_changed(void)
-{
-	atomic_fetch_add(&ep_mode_gen, 1);
-}
-
-/* On the shared-memory path, or about to be (connecting with a proposal
- * out: the TCP entry reports completion, the rings everything after). */
-bool ep_want_translated(struct usmc_sock *sk)
-{
-	uint32_t m = sk_mode(sk);
-
-	return sk->kind == SK_CONN && (m == USMC_MODE_SMCD || m == USMC_MODE_PROPOSED ||
-				       m == USMC_MODE_MIGRATING);
-}
-
-/*
- * A server connection accepted before its client's proposal was seen: its
- * TCP socket turns readable with the client's CLC wake byte, which is not
- * the program's.  Its kernel entry has the program's events but our tag,
- * so that such an event settles the connection first (epoll_kernel.c).
- * So does a connection on TCP that still owes a byte that is not the
- * program's (a wake or decline byte, bytes a move to TCP sent again:
- * usmc_tcp_skip_wake): TCP would not be readable for it.
- */
-bool ep_want_undecided(struct usmc_sock *sk)
-{
-	return sk->kind == SK_CONN && (sk_mode(sk) == USMC_MODE_UNDECIDED || sk_owes_bytes(sk));
-}
-
-/* FIN/RST/connect completion on the TCP entry: news for every record of
- * this socket here; once connected, stop watching EPOLLOUT. */
-void ep_tcp_event(struct usmc_epreg *r)
-{
-	struct usmc_epreg *s;
-
-	for (s = r->sk->epregs; s; s = s->sk_next)
-		if (s->ep == r->ep && s->translated)
-			s->edge = true;
-	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING) &&
-	    sk_mode(r->sk) != USMC_MODE_MIGRATING) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r, EP_TAG_TCP) };
-		int epfd = ep_fd_of(r->ep);
-
-		ev.events |= r->events & EPOLLEXCLUSIVE ? 0 : EPOLLRDHUP;
-		r->tcp_out = false;
-		if (epfd >= 0 && !(r->events & EPOLLEXCLUSIVE))
-			real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &ev);
-	}
-}
 
 /* The record of r's instance that holds the link group's doorbell entry
  * (for the doorbell open now: one closed by a shed took its entries along,
@@ -126,53 +45,6 @@ static struct usmc_epreg *sibling_bell(struct usmc_epreg *r)
 		    s->bell_gen == LOAD_RELAXED(&r->bell_lg->bell_gen))
 			return s;
 	return NULL;
-}
-
-/*
- * Every enabled, translated record is on the ready list, on the watch list
- * or armed: whatever happens on its rings is seen by the next epoll_wait
- * (from the ready list), by a peek (watch list) or by the peer's doorbell
- * (armed).  Records leave the ready list for the watch list, and the watch
- * list for arming once idle.
- */
-void ep_ready_push(struct usmc_epreg *r)
-{
-	r->armed = false;	/* conservative: re-armed once it leaves the list */
-	if (r->on_ready)
-		return;		/* stays where it is, as on the kernel's list */
-	r->on_ready = true;
-	r->on_again = false;
-	r->ready_next = NULL;
-	*r->ep->ready_tail = r;
-	r->ep->ready_tail = &r->ready_next;
-}
-
-void ep_ready_remove(struct usmc_epreg *r)
-{
-	struct usmc_epreg **head = r->on_again ? &r->ep->again : &r->ep->ready;
-	struct usmc_epreg ***tail = r->on_again ? &r->ep->again_tail : &r->ep->ready_tail;
-	struct usmc_epreg **pp;
-
-	if (!r->on_ready)
-		return;
-	for (pp = head; *pp; pp = &(*pp)->ready_next)
-		if (*pp == r) {
-			*pp = r->ready_next;
-			if (!r->ready_next)
-				*tail = pp;
-			break;
-		}
-	r->on_ready = r->on_again = false;
-}
-
-void ep_watch(struct usmc_epreg *r)
-{
-	r->idle = 0;
-	if (r->on_watch)
-		return;
-	r->on_watch = true;
-	r->watch_next = r->ep->watch;
-	r->ep->watch = r;
 }
 
 /* A record (re)registered on the rings: report its state as new, as the
@@ -295,17 +167,6 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 	ep_lg_leave(r);
 }
 
-void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent)
-{
-	uint64_t max = (uint64_t)usmc_opt.spin_us * 1000, b = LOAD_RELAXED(&ep->spin_ns);
-
-	if (hit)
-		b = MIN(max, MAX(b, spent * 2 + EP_SPIN_MIN_NS));
-	else
-		b = MAX(EP_SPIN_MIN_NS, b / 2);
-	STORE_RELAXED(&ep->spin_ns, (uint32_t)b);
-}
-
 /* Bring a record's kernel entries in line with the socket's current path. */
 void ep_reg_sync(struct usmc_epreg *r)
 {
@@ -353,22 +214,97 @@ void ep_reg_sync(struct usmc_epreg *r)
 	ep_sleep_check(r);
 }
 
-/* epoll descriptor numbers per instance, to find epfd from a record. */
-struct ep_fdlist {
-	int fd;
-	struct usmc_ep *ep;
-	struct ep_fdlist *next;
-};
-static struct ep_fdlist *ep_fds;
-
-int ep_fd_of(struct usmc_ep *ep)
+/*
+ * Walk one of the ready lists in order (ep->ready, or ep->again): report
+ * what is ready, drop what is not.  A level-triggered record reported goes
+ * to the tail of ep->again, as the kernel moves it to the tail of its
+ * ready list; one already reported by this call stays for the next.
+ * Nothing is armed here: a thread that goes on working does not need
+ * doorbells, and every doorbell costs the peer a system call.
+ * ep_arm_all() arms right before we sleep.  Caller holds ep_lock.
+ */
+int ep_collect(struct usmc_ep *ep, bool again, struct epoll_event *out, int max,
+	       uint64_t call)
 {
-	struct ep_fdlist *e;
+	struct usmc_epreg **head = again ? &ep->again : &ep->ready;
+	struct usmc_epreg ***tail = again ? &ep->again_tail : &ep->ready_tail;
+	struct usmc_epreg *list = *head, **list_tail = *tail, *r;
+	struct usmc_epreg *keep = NULL, **keep_tail = &keep;
+	int n = 0;
 
-	for (e = ep_fds; e; e = e->next)
-		if (e->ep == ep)
-			return e->fd;
-	return -1;
+	if (!list || max <= 0)
+		return 0;
+	/* Detached: what is pushed meanwhile queues up behind it. */
+	*head = NULL;
+	*tail = head;
+	while ((r = list) && n < max) {
+		uint32_t ev;
+
+		list = r->ready_next;
+		r->ready_next = NULL;
+		if (r->reported == call) {
+			/* Once per epoll_wait, as the kernel does. */
+			*keep_tail = r;
+			keep_tail = &r->ready_next;
+			continue;
+		}
+		r->on_ready = r->on_again = false;
+		if (r->disabled || !r->translated || ep_reg_closed(r))
+			continue;
+		if (sk_flag(r->sk, SKF_CONNECTING)) {
+			/* Connect completion is a TCP event: the kernel entry
+			 * (EPOLLOUT, edge) reports it, in the kernel's order
+			 * among the program's other sockets; the kernel event
+			 * settles it and queues r again. */
+			continue;
+		}
+		/* What TCP says comes as kernel events (the socket's own
+		 * entry, edge-triggered): once a kernel wait begun after the
+		 * entry went in emptied the kernel's ready list, there is no
+		 * news the kernel has not given us (kernel_event); before,
+		 * look (a reset that came before the entry). */
+		usmc_sock_refresh_seen(r->sk, r->fd, ep->harvest_quiet > r->tcp_since ? 0 : -1);
+		if (!ep_want_translated(r->sk)) {
+			ep_reg_sync(r);
+			continue;
+		}
+		ev = ep_reg_report(r);
+		if (!ev) {
+			ep_watch(r);
+			continue;
+		}
+		out[n].events = ev;
+		out[n].data.u64 = r->data;
+		n++;
+		r->reported = call;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = true;
+		if (r->events & (EPOLLET | EPOLLONESHOT)) {
+			if (!r->disabled)
+				ep_watch(r);	/* edge-triggered: news later */
+			continue;
+		}
+		if (!r->on_ready) {
+			r->on_ready = r->on_again = true;
+			*ep->again_tail = r;
+			ep->again_tail = &r->ready_next;
+		}
+	}
+	/* Put back in front, in order: what was kept, what was not reached,
+	 * then what queued up meanwhile. */
+	if (list) {
+		*list_tail = *head;
+		if (*head == NULL)
+			*tail = list_tail;
+		*head = list;
+	}
+	if (keep) {
+		*keep_tail = *head;
+		if (*head == NULL)
+			*tail = keep_tail;
+		*head = keep;
+	}
+	return n;
 }
 
 /* Fork child: only this thread exists; nobody waits on any instance. */
@@ -383,13 +319,21 @@ void usmc_epoll_after_fork(void)
 	}
 }
 
+static const struct usmc_sock_watcher ep_watcher = {
+	.forget = ep_sock_forget,
+	.changed = ep_sock_changed,
+	.edge = ep_sock_edge,
+};
+
 static struct usmc_ep *ep_create(int epfd)
 {
-	struct usmc_ep **s = ept_slot(epfd, true), *ep;
+	struct usmc_ep **s = ep_slot(epfd, true), *ep;
 	struct ep_fdlist *e;
 
 	if (!s)
 		return NULL;
+	/* Every registration hangs off an instance made here. */
+	atomic_store_explicit(&usmc_sock_watcher, &ep_watcher, memory_order_release);
 	ep = calloc(1, sizeof(*ep));
 	e = malloc(sizeof(*e));
 	if (!ep || !e) {
@@ -467,7 +411,7 @@ static bool ep_forget_fd(int fd)
 	struct usmc_ep **s, *ep;
 	struct ep_fdlist **pp, *e;
 
-	s = ept_slot(fd, false);
+	s = ep_slot(fd, false);
 	ep = s ? *s : NULL;
 	if (!ep)
 		return false;
@@ -504,7 +448,7 @@ void usmc_epoll_dup(int oldfd, int newfd)
 
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_lookup(oldfd);
-	s = ep ? ept_slot(newfd, true) : NULL;
+	s = ep ? ep_slot(newfd, true) : NULL;
 	e = s ? malloc(sizeof(*e)) : NULL;
 	if (e) {
 		ep->refs++;
@@ -518,7 +462,7 @@ void usmc_epoll_dup(int oldfd, int newfd)
 }
 
 /* The socket's last local reference is gone: forget all its records. */
-void usmc_epoll_forget(struct usmc_sock *sk)
+void ep_sock_forget(struct usmc_sock *sk)
 {
 	pthread_mutex_lock(&ep_lock);
 	while (sk->epregs) {

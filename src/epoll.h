@@ -24,16 +24,7 @@ enum usmc_epw { USMC_EPW_WAIT, USMC_EPW_PWAIT, USMC_EPW_PWAIT2 };
  * events tagged with usmc's records never reach the program. */
 int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 		    const struct timespec *ts, const sigset_t *mask, enum usmc_epw how);
-/* A socket is gone: drop its registrations. */
-void usmc_epoll_forget(struct usmc_sock *sk);
-/* A socket moved between TCP and shared memory: registrations need resync. */
-void usmc_epoll_mode_changed(void);
 void usmc_epoll_mark_nested(int epfd);
-/* A socket watched through a nested epoll was read: refresh what the
- * outer level sees. */
-void usmc_epoll_sock_changed(struct usmc_sock *sk);
-/* The program shut the socket down: an edge for every registration. */
-void usmc_epoll_sock_edge(struct usmc_sock *sk);
 /* sk's path changed: its registrations follow now (kernel entries for
  * its doorbell go), not at the next epoll_wait.  Shedding (shed.c): false
  * if the epoll lock could not be had in bounded time. */

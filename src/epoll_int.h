@@ -116,10 +116,22 @@ struct usmc_ep {
 
 extern pthread_mutex_t ep_lock;
 extern struct usmc_epreg *ep_arena;	/* registration records; data tags point here */
-extern _Atomic uint64_t ep_mode_gen;	/* bumped by every path-changing transition */
 
 int ep_fd_of(struct usmc_ep *ep);
 struct usmc_ep *ep_lookup(int epfd);
+/* The table slot for an epoll descriptor (created on demand). */
+struct usmc_ep **ep_slot(int fd, bool create);
+/* epoll descriptor numbers per instance, to find epfd from a record. */
+struct ep_fdlist {
+	int fd;
+	struct usmc_ep *ep;
+	struct ep_fdlist *next;
+};
+extern struct ep_fdlist *ep_fds;
+/* A translated record's events now, from its rings (epoll_ready.c). */
+uint32_t ep_reg_report(struct usmc_epreg *r);
+/* Anything on its rings a look would report? */
+bool ep_reg_wants_look(const struct usmc_epreg *r);
 void ep_spin_feedback(struct usmc_ep *ep, bool hit, uint64_t spent);
 void ep_ready_push(struct usmc_epreg *r);
 void ep_ready_remove(struct usmc_epreg *r);
@@ -156,6 +168,10 @@ void ep_alias_restore(struct usmc_ep *ep, int epfd);
 int ep_prog_ctl(struct usmc_ep *ep, int epfd, int op, int fd, const struct epoll_event *ev);
 void ep_free(struct usmc_ep *ep);
 void ep_fresh_wake(struct usmc_epreg *r);
+/* The socket layer's callbacks (sock.h struct usmc_sock_watcher). */
+void ep_sock_forget(struct usmc_sock *sk);
+void ep_sock_changed(struct usmc_sock *sk);
+void ep_sock_edge(struct usmc_sock *sk);
 
 static inline uint64_t ep_tag(const struct usmc_epreg *r, uint64_t tag)
 {

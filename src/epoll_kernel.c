@@ -13,6 +13,7 @@
 #include "options.h"
 #include "real.h"
 #include "sock.h"
+#include "tcp.h"
 #include "wait.h"
 
 /* The kernel's wait as the program called it (epoll_pwait2's timespec

@@ -24,6 +24,7 @@
 #include "adopt.h"
 #include "af_usmc.h"
 #include "export.h"
+#include "exit.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "log.h"
@@ -36,6 +37,7 @@
 #include "stats.h"
 #include "stdstream.h"
 #include "sys.h"
+#include "tcp.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -465,7 +467,7 @@ void usmc_process_exit(bool settle)
 {
 	if (usmc_sandboxed())
 		return;		/* nothing the program would not do itself (sandbox.c) */
-	usmc_fd_exit(settle);
+	usmc_socks_exit(settle);
 	usmc_lgr_exit();
 	usmc_stats_detach();
 }

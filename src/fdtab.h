@@ -78,9 +78,9 @@ void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *
  * caller's own).  Caller: a full fence after its stores callers must see. */
 bool usmc_fd_quiet(const struct usmc_sock *mine);
 void usmc_fd_after_fork(void);
-/* The process ends: drop its share of every socket (once); settle: exit()
- * rather than _exit(), connections are looked at once more for the counters. */
-void usmc_fd_exit(bool settle);
+/* fn for each socket of the table once (several descriptors may name one);
+ * not concurrently with a fork's count (the same marks). */
+void usmc_fd_foreach_sock(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
 void usmc_fd_fork_prepare(void);
 void usmc_fd_fork_parent(void);
 void usmc_fd_fork_failed(void);

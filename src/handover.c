@@ -40,24 +40,18 @@
  * reads a clean end of a stream that misses them.
  */
 #include "af_usmc.h"
-#include "cdc.h"
-#include "clc.h"
+#include "close.h"
 #include "fdtab.h"
 #include "handover.h"
-#include "lgr.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"
-#include "registry.h"
 #include "sock.h"
-#include "stats.h"
 #include "sys.h"
+#include "tcp.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <stddef.h>
-#include <unistd.h>
 
 /* Index state (clc.h degraded) raised when the listener leaves for a
  * process that cannot answer proposals: clients holding the index stop
@@ -345,7 +339,7 @@ static void receive_fd(int fd)
 	real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l);
 	if (!acc && !getpeername(fd, (struct sockaddr *)&ss, &sl))
 		return;		/* connected */
-	sk = usmc_sock_new(fd, SK_LISTEN);
+	sk = usmc_sock_new(fd, SK_LISTEN, &usmc_sock_ops);
 	if (!sk)
 		return;
 	fl = real.fcntl(fd, F_GETFL);
@@ -420,4 +414,23 @@ void usmc_conns_unshare(uint32_t need, bool inherited)
 
 	if (!usmc_dev_all_can(need))
 		usmc_fd_foreach(unshare_one, &w);
+}
+
+/*
+ * A connection that must be plain TCP from now on (exec without libusmc,
+ * posix_spawn): settle what cannot travel half-done, then leave shared
+ * memory.
+ */
+void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason)
+{
+	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
+		usmc_server_resolve(sk, fd, true);
+	/* Moves it, or waits for a move another thread of ours started. */
+	usmc_conn_to_tcp(sk, fd, reason);
+	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
+		usmc_migrate_pump(sk, fd, true);
+		/* What we read of the peer's TCP copy is not the next holder's. */
+		while (sk_flag(sk, SKF_TCP_DUP) && usmc_migrate_skip_dup(sk, fd, false) == -EINTR)
+			;
+	}
 }

@@ -38,6 +38,9 @@ int usmc_scm_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, stru
  * device_unshared.  Free when every device has them. */
 void usmc_conn_unshare(struct usmc_sock *sk, int fd, uint32_t need);
 void usmc_conns_unshare(uint32_t need, bool inherited);
+/* A connection that must be plain TCP from now on (exec without libusmc,
+ * posix_spawn, stdio): settle what cannot travel half-done, then leave. */
+void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason);
 /* A listener goes where nobody answers proposals (SCM_RIGHTS, an exec
  * without libusmc, a posix_spawn dup2 action): clients stop proposing, and
  * the proposals of connections still in the accept queue are declined. */

@@ -5,6 +5,7 @@
  * Pages of the bitmap are allocated on first use and never freed, so a
  * concurrent reader never sees a dangling pointer.
  */
+#include "conn.h"
 #include "sys.h"
 #include "usmc.h"
 

@@ -7,6 +7,7 @@
  * only place errno is set.  Nothing else in the library is exported
  * (libusmc.map).
  */
+#include "conn.h"
 #include "interpose.h"
 #include "af_usmc.h"
 #include "clc_bind.h"
@@ -29,6 +30,7 @@
 #include "stats.h"
 #include "stdstream.h"
 #include "sys.h"
+#include "tcp.h"
 #include "waitset.h"
 
 #include <dirent.h>
@@ -98,7 +100,7 @@ static bool is_tcp(int domain, int type, int protocol)
 
 static struct usmc_sock *track_new(int fd, int nonblock)
 {
-	struct usmc_sock *sk = usmc_sock_new(fd, SK_TCP);
+	struct usmc_sock *sk = usmc_sock_new(fd, SK_TCP, &usmc_sock_ops);
 
 	if (!sk)
 		return NULL;

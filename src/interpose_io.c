@@ -24,6 +24,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "tcp.h"
 #include "tx.h"
 
 #include <dirent.h>

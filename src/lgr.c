@@ -137,7 +137,7 @@ static void lgr_free(struct usmc_lgr *l)
  * A slot whose server end accepted, and whose server process never let go
  * of it (released_gen), while other connections keep the link group alive
  * on its side: a forked child that held the connection was killed, or a
- * process with threads exited holding it (fdtab.c leaves that to the FIN).
+ * process with threads exited holding it (exit.c leaves that to the FIN).
  * Nobody of theirs will ever release it, and it stayed busy for as long as
  * our process lived (a fork-per-connection server whose children were
  * killed: a link group per 64 kills).  The kernel knows: once no process

@@ -20,21 +20,18 @@
  *    moment without seeing the flag had its cons final already, and one
  *    that did not finish leaving sees the flag (Dekker).  No byte is lost,
  *    reordered or duplicated.
+ * The decisions (usmc_conn_to_tcp: the cut and its exchange; following a
+ * peer that moved) are tcp.c's; here is what moves the bytes: the pump,
+ * the duplicate a receiver drops, and the claim on a move (move_lock).
  */
-#include "af_usmc.h"
-#include "clc.h"
-#include "epoll.h"
+#include "conn.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"
-#include "rx.h"
 #include "sock.h"
-#include "stats.h"
 #include "sys.h"
 
 #include <linux/sockios.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/ioctl.h>
 
 /* Bytes of ours the peer has not read (they go on TCP), from where. */
@@ -165,59 +162,6 @@ void usmc_migrate_finish(struct usmc_sock *sk)
 }
 
 /*
- * The peer left: where its TCP bytes start in our receive ring (it publishes
- * that right after CDC_F_MIGRATE, in the same locked section; a peer that
- * dies in between closes its TCP end).  Everything from there on comes on
- * TCP: what we read of it already is dropped from TCP
- * (usmc_migrate_skip_dup), the rest is read there, not from the ring.  A
- * client that left before the server answered publishes its prod (the old
- * rule: nothing on TCP, the ring is read to its end).
- */
-#ifndef USMC_MIGFROM_WAIT_MS
-#define USMC_MIGFROM_WAIT_MS	1000	/* fuzz builds: 0 */
-#endif
-
-static void peer_from(struct usmc_sock *sk, int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-	uint64_t from, head, prod, deadline = 0;
-
-	/* An honest peer stores the two flags a few instructions apart; one
-	 * that raises only the first (or is stopped between them) gets its
-	 * connection reset after a bound, never an endless wait. */
-	while (!(LOAD_ACQUIRE(&sk->rx_p->flags) & CDC_F_MIGFROM)) {
-		uint64_t now = usmc_now_ns();
-
-		if (real.poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-			return;
-		if (!deadline) {
-			deadline = now + USMC_MIGFROM_WAIT_MS * 1000000ull;
-		} else if (now >= deadline) {
-			usmc_sock_abort(sk, USMC_A_PROTOCOL);
-			return;
-		}
-		sched_yield();
-	}
-	if (usmc_family_lock(&sk->sh->rx_lock))
-		return;
-	/* Pairs with the release of CDC_F_MIGFROM in usmc_conn_to_tcp(). */
-	from = LOAD_RELAXED(&sk->rx_p->mig_from);
-	if (!usmc_rx_view(sk, &head, &prod) || from > prod) {
-		usmc_sock_abort(sk, USMC_A_PROTOCOL);
-	} else if (from <= head || head == prod) {
-		usmc_dbg(1, "fd %d: peer's TCP starts at %llu, ring head %llu prod %llu", fd,
-			 (unsigned long long)from, (unsigned long long)head, (unsigned long long)prod);
-		STORE_RELAXED(&sk->sh->tcp_dup_from, from);
-		STORE_RELAXED(&sk->sh->tcp_dup_end, from <= head ? head : from);
-		sk_set_flag(sk, SKF_TCP_DUP);
-		/* The ring is done: its bytes are on TCP.  Our own copy only;
-		 * the peer reads our line no more. */
-		STORE_RELAXED(&sk->sh->rx_cons, prod);
-	}
-	usmc_family_unlock(&sk->sh->rx_lock);
-}
-
-/*
  * Drop the peer's TCP bytes that we read from the ring already: the TCP
  * stream starts at ring cursor tcp_dup_from, and everything below
  * tcp_dup_end we read from the ring before.  More than one ring only if the
@@ -279,8 +223,8 @@ void usmc_conn_reset_tcp(struct usmc_sock *sk, int fd, const char *why)
 	usmc_log_write("fd %d: %s: reset", fd, why);
 }
 
-/* An orphaned move (move_orphaned): reset, and TCP from now on. */
-static void move_take_over(struct usmc_sock *sk, int fd)
+/* An orphaned move (usmc_move_orphaned): reset, and TCP from now on. */
+void usmc_move_take_over(struct usmc_sock *sk, int fd)
 {
 	usmc_conn_reset_tcp(sk, fd, "a process of ours died while moving the connection to TCP");
 	pthread_mutex_lock(&sk->lock);
@@ -295,7 +239,7 @@ static void move_take_over(struct usmc_sock *sk, int fd)
  * claimer died mid-move (the robust lock came back to us).  What it had
  * sent of our ring on TCP nobody knows, so the connection is reset.
  */
-static bool move_orphaned(struct usmc_sock *sk)
+bool usmc_move_orphaned(struct usmc_sock *sk)
 {
 	uint32_t m = sk_mode(sk);
 
@@ -304,258 +248,14 @@ static bool move_orphaned(struct usmc_sock *sk)
 
 /* Until the move another thread or process of ours claimed is under way
  * (MIGRATING) or done: the claimer holds move_lock until then. */
-static void wait_moved(struct usmc_sock *sk, int fd)
+void usmc_move_wait(struct usmc_sock *sk, int fd)
 {
 	if (usmc_family_lock(&sk->sh->move_lock))
 		return;		/* a handler interrupted the claimer: it goes on */
-	if (move_orphaned(sk)) {
+	if (usmc_move_orphaned(sk)) {
 		usmc_family_unlock(&sk->sh->move_lock);
-		move_take_over(sk, fd);
+		usmc_move_take_over(sk, fd);
 		return;
 	}
 	usmc_family_unlock(&sk->sh->move_lock);
-}
-
-/* The peer raised CDC_F_MIGRATE: follow it.  Caller: usmc_sock_refresh. */
-void usmc_migrate_follow(struct usmc_sock *sk, int fd)
-{
-	if (!(LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE))
-		return;
-	/* Another thread of ours leaving (usmc_conn_to_tcp) claimed the
-	 * move first: the peer's flag is its to handle (it sees it), and
-	 * the pump below waits for it.  Not waiting for move_lock here:
-	 * sk->lock is taken under it. */
-	if (usmc_family_trylock(&sk->sh->move_lock))
-		goto pump;
-	pthread_mutex_lock(&sk->lock);
-	if (move_orphaned(sk)) {
-		pthread_mutex_unlock(&sk->lock);
-		usmc_family_unlock(&sk->sh->move_lock);
-		move_take_over(sk, fd);
-		return;
-	}
-	if ((sk_mode(sk) == USMC_MODE_SMCD || sk_mode(sk) == USMC_MODE_PROPOSED) &&
-	    !(atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING)) {
-		/* Their cons is final now (stored before the flag, release). */
-		sk->migrate_pos = LOAD_ACQUIRE(&sk->tx_c->cons);
-		sk->migrate_end = MIGRATE_END_UNKNOWN;
-		sk->tx_done = false;
-		STORE_RELAXED(&sk->sh->reason, USMC_R_PEER_MIGRATED);
-		peer_from(sk, fd);
-		sk_set_mode(sk, USMC_MODE_MIGRATING);
-		usmc_dbg(1, "fd %d: peer moved the connection to TCP", fd);
-	}
-	pthread_mutex_unlock(&sk->lock);
-	usmc_family_unlock(&sk->sh->move_lock);
-pump:
-	if (sk_flag(sk, SKF_WAKEBYTE))
-		usmc_tcp_skip_wake(sk, fd, true);
-	usmc_migrate_pump(sk, fd, false);
-}
-
-/*
- * A connection that must be plain TCP from now on (exec without libusmc,
- * posix_spawn): settle what cannot travel half-done, then leave shared
- * memory.
- */
-void usmc_conn_leave(struct usmc_sock *sk, int fd, int reason)
-{
-	if (sk_mode(sk) == USMC_MODE_UNDECIDED)
-		usmc_server_resolve(sk, fd, true);
-	/* Moves it, or waits for a move another thread of ours started. */
-	usmc_conn_to_tcp(sk, fd, reason);
-	if (sk_mode(sk) == USMC_MODE_MIGRATING) {
-		usmc_migrate_pump(sk, fd, true);
-		/* What we read of the peer's TCP copy is not the next holder's. */
-		while (sk_flag(sk, SKF_TCP_DUP) && usmc_migrate_skip_dup(sk, fd, false) == -EINTR)
-			;
-	}
-}
-
-/*
- * Leaving: send our ring bytes [from, end) on TCP, and drop the peer's TCP
- * copy of what we read from its ring, both at once (two ends leaving
- * together each wait for the other's bytes).  Blocks: our next TCP byte
- * may only follow them.
- */
-static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t end)
-{
-	struct pollfd p = { .fd = fd };
-	int rc;
-
-	for (;;) {
-		if (from < end) {
-			size_t len = ring_span(sk->size, from, (size_t)(end - from));
-			ssize_t n = real.send(fd, sk->tx_ring + (from & (sk->size - 1)), len,
-					      MSG_NOSIGNAL | MSG_DONTWAIT);
-
-			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				return -errno;
-			if (n > 0)
-				from += (uint64_t)n;
-		}
-		rc = usmc_tcp_skip_wake(sk, fd, true);
-		if (rc && rc != -EAGAIN && rc != -EINTR)
-			return rc;
-		/* Still owed with nothing to wait for (0): the peer's EOF came
-		 * before its wake byte, which never will; readers see EOF. */
-		if (from == end && (!sk_flag(sk, SKF_WAKEBYTE) || !rc) &&
-		    !sk_flag(sk, SKF_TCP_DUP))
-			return 0;
-		p.events = (short)((from < end ? POLLOUT : 0) | POLLIN);
-		if (real.poll(&p, 1, -1) < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
-/*
- * We leave shared memory (exec without libusmc, or an option SMC cannot
- * honour).  What the peer sent and we did not read, it sends again on TCP;
- * what we sent beyond its cons as we load it after our flag, we send on
- * TCP before returning (blocking), and drop what we read of its copy.
- */
-int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
-{
-	uint32_t m = sk_mode(sk);
-	uint64_t end, from;
-	bool peer_left, held;
-
-	if (m != USMC_MODE_SMCD && m != USMC_MODE_PROPOSED)
-		return m == USMC_MODE_TCP ? 0 : -EINVAL;
-	if (usmc_family_lock(&sk->sh->tx_lock))
-		return -EIO;
-	if (usmc_family_lock(&sk->sh->rx_lock)) {
-		usmc_family_unlock(&sk->sh->tx_lock);
-		return -EIO;
-	}
-	if (sk_mode(sk) != m) {		/* another thread moved it meanwhile */
-		usmc_family_unlock(&sk->sh->rx_lock);
-		usmc_family_unlock(&sk->sh->tx_lock);
-		return 0;
-	}
-	/* Shedding descriptors (shed.c) moves only a connection whose peer
-	 * read all of ours: looked at here, under tx_lock, so no send slips
-	 * in and leave_exchange never waits for room on TCP inside the
-	 * application's socket() or accept(). */
-	if (reason == USMC_R_LIMIT &&
-	    (m != USMC_MODE_SMCD || !usmc_tx_view(sk, &from, &end) || from != end)) {
-		usmc_family_unlock(&sk->sh->rx_lock);
-		usmc_family_unlock(&sk->sh->tx_lock);
-		return -EBUSY;
-	}
-	/* One move per connection: another thread of ours that follows the
-	 * peer, or leaves too, may be at it already (a fork moving every
-	 * connection while a thread reads one).  Its move is ours. */
-	held = !usmc_family_trylock(&sk->sh->move_lock);
-	if (!held || atomic_fetch_or(&sk->sh->flags, SKF_MOVING) & SKF_MOVING) {
-		if (held)
-			usmc_family_unlock(&sk->sh->move_lock);
-		usmc_family_unlock(&sk->sh->rx_lock);
-		usmc_family_unlock(&sk->sh->tx_lock);
-		wait_moved(sk, fd);
-		return 0;
-	}
-	/* After our last prod and our last cons: release pairs with the
-	 * peer's acquire of the flags in usmc_migrate_follow()/rx.  Dekker
-	 * with a peer leaving at the same time (seq_cst flag, fence, load of
-	 * its flag): at least one of us sees the other. */
-	cdc_prod_flags(sk->tx_p, CDC_F_MIGRATE, memory_order_seq_cst);
-	cdc_cons_flags(sk->rx_c, CDC_F_MIGRATE, memory_order_seq_cst);
-	atomic_thread_fence(memory_order_seq_cst);
-	peer_left = LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE;
-	/* Proposed, and the server left already: it accepted, and left
-	 * without seeing our flag (else it reads our ring up to our cut),
-	 * so it counts on us for what it did not read, as a server we had
-	 * seen accept would (usmc_migrate_follow() trusts the flag the same
-	 * way).  Two ends of one process leaving at a fork met this. */
-	if (m == USMC_MODE_PROPOSED && peer_left && reason != USMC_R_UNBOUND)
-		m = USMC_MODE_SMCD;
-	/* We send on TCP what the peer had not read of ours, from its cons
-	 * loaded now: a peer still reading drops what it reads beyond it
-	 * (it sees our flag: it had not raised its own before our load of
-	 * it, or its cons is final and this is it).  A proposal not yet
-	 * answered keeps the old rule: the server reads the ring.  One
-	 * answered by someone who does not hold the server end (unbound):
-	 * all of it, from the start (a proposed ring is never reused, tx.c);
-	 * a usmc server that took it after all drops what it read. */
-	end = LOAD_RELAXED(&sk->sh->tx_prod);
-	from = m == USMC_MODE_SMCD ? ring_head(LOAD_ACQUIRE(&sk->tx_c->cons),
-					       LOAD_RELAXED(&sk->sh->tx_skip), end) :
-	       reason == USMC_R_UNBOUND ? 0 : end;
-	if (!ring_valid(end, from, sk->size))
-		from = end;	/* a broken peer: nothing of ours for it */
-	cdc_pub_mig_from(sk->tx_p, from);
-	/* Pairs with the acquire in peer_from(). */
-	cdc_prod_flags(sk->tx_p, CDC_F_MIGFROM, memory_order_release);
-	usmc_family_unlock(&sk->sh->rx_lock);
-	usmc_family_unlock(&sk->sh->tx_lock);
-	/* The peer counts on exactly one wake byte before any TCP data. */
-	if (sk->role == 'C')
-		usmc_client_send_wake(sk, fd);
-	usmc_ring_peer(sk);
-	/* Both left: what it had not read of ours is ours to send, and what
-	 * we read beyond where it starts sending, ours to drop. */
-	if (peer_left && m == USMC_MODE_SMCD)
-		peer_from(sk, fd);
-	if (leave_exchange(sk, fd, from, end))
-		usmc_sock_abort(sk, USMC_A_PEER_RESET);
-	pthread_mutex_lock(&sk->lock);
-	usmc_sock_set_tcp(sk, reason);
-	pthread_mutex_unlock(&sk->lock);
-	usmc_family_unlock(&sk->sh->move_lock);
-	usmc_dbg(1, "fd %d: moved to TCP (%s)", fd, usmc_reason_name(reason));
-	return 0;
-}
-
-/*
- * The server declined our proposal in the CLC index (it could not take the
- * connection; clc.h): queued bytes move to TCP, and the decline byte the
- * server sent after it is not the application's.  Caller holds sk->lock.
- */
-int usmc_migrate_declined(struct usmc_sock *sk)
-{
-	int r;
-
-	if (sk->role != 'C' || !sk->ln || sk_mode(sk) != USMC_MODE_PROPOSED)
-		return 0;
-	r = usmc_clc_declined(sk->ln, &sk->local);
-	if (!r)
-		return 0;
-	sk_set_flag(sk, SKF_WAKEBYTE | SKF_DECLINED);
-	STAT_INC(late_declines);
-	usmc_conn_uncount(sk);
-	STORE_RELAXED(&sk->sh->reason, (uint32_t)r);
-	sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
-	sk->migrate_end = MIGRATE_END_UNKNOWN;
-	sk_set_mode(sk, USMC_MODE_MIGRATING);
-	usmc_dbg(1, "fd %d: proposal declined (%s), queued bytes move to TCP", sk->fd0,
-		 usmc_reason_name(r));
-	return 1;
-}
-
-/*
- * Closing with our bytes still in the ring, bound for TCP.  TCP would send
- * them after close(); we cannot outlive the call, so we send what the
- * socket buffer takes now, and if that is not all, reset the connection so
- * that the peer sees ECONNRESET rather than a clean end of a stream that
- * misses bytes.
- */
-void usmc_migrate_on_close(struct usmc_sock *sk, int fd)
-{
-	static const struct linger rst = { 1, 0 };
-
-	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-		pthread_mutex_lock(&sk->lock);
-		usmc_migrate_declined(sk);
-		pthread_mutex_unlock(&sk->lock);
-	}
-	if (sk_mode(sk) != USMC_MODE_MIGRATING)
-		return;
-	if (sk_flag(sk, SKF_WAKEBYTE))
-		usmc_tcp_skip_wake(sk, fd, true);
-	usmc_migrate_pump(sk, fd, false);
-	if (sk_mode(sk) == USMC_MODE_MIGRATING && !sk->tx_done) {
-		real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
-		usmc_dbg(1, "fd %d: closed with bytes not yet moved to TCP: reset", fd);
-	}
 }

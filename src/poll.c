@@ -21,6 +21,7 @@
 #include "rx.h"
 #include "sock.h"
 #include "sys.h"
+#include "tcp.h"
 #include "tx.h"
 #include "wait.h"
 #include "waitset.h"

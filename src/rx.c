@@ -6,20 +6,17 @@
  * sleeping.  Our consumer line is ours alone; the peer's prod is loaded
  * once per step and validated before any byte is copied.
  */
-#include "af_usmc.h"
-#include "epoll.h"
-#include "log.h"
-#include "guard.h"
+#include "conn.h"
 #include "migrate.h"
 #include "real.h"
 #include "rx.h"
 #include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"
+#include "tcp.h"
 #include "wait.h"
 
 #include <fcntl.h>
-#include <stdio.h>
 #include <sys/ioctl.h>
 
 struct iov_wcursor {
@@ -112,23 +109,6 @@ static int rx_empty_state(struct usmc_sock *sk)
 		return 0;
 	}
 	return 1;
-}
-
-/*
- * The receive view as the reader sees it, under rx_lock: a look without the
- * lock may pair our copy of cons from before another thread's read with the
- * peer's prod from after it, which breaks the rules only in appearance.
- * 0, -EPROTO (the peer broke them), or the lock's error.
- */
-int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
-{
-	int rc = usmc_family_lock(&sk->sh->rx_lock);
-
-	if (rc)
-		return rc;
-	rc = usmc_rx_view(sk, head, prod) ? 0 : -EPROTO;
-	usmc_family_unlock(&sk->sh->rx_lock);
-	return rc;
 }
 
 /*
@@ -330,7 +310,7 @@ migrating:
 		usmc_stat_add(&sk->st->rx_bytes, done);
 	usmc_family_unlock(&sk->sh->rx_lock);
 	if (unlikely(sk->in_nested))
-		usmc_epoll_sock_changed(sk);
+		sk_watch_changed(sk);
 	if (!total)
 		return 0;
 	if (!done)

@@ -14,7 +14,6 @@ struct usmc_sock;
 
 ssize_t usmc_rx_fast(struct usmc_sock *sk, int fd, void *buf, size_t n, int flags);
 ssize_t usmc_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int iovcnt, int flags);
-int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod);
 /* splice(2) out of the ring: up to len bytes to out_fd. */
 ssize_t usmc_rx_to_fd(struct usmc_sock *sk, int fd, int out_fd, size_t len, int flags);
 /* Readiness of an SMC-path connection as poll(2) bits. */

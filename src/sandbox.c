@@ -36,6 +36,8 @@
  * A thread of the process inside a usmc call while another installs a
  * filter with SECCOMP_FILTER_FLAG_TSYNC is not covered.
  */
+#include "conn.h"
+#include "handover.h"
 #include "sandbox.h"
 #include "af_usmc.h"
 #include "epoll_int.h"

@@ -47,6 +47,7 @@
  */
 #include "af_usmc.h"
 #include "clc_bind.h"
+#include "conn.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
@@ -54,6 +55,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"
+#include "tcp.h"
 #include "waitset.h"
 
 /* Close what usmc_lgr_shed may, if no call holds a socket that may have

@@ -7,20 +7,21 @@
  * being released (it re-checks the table afterwards), so the memory must
  * always stay a struct usmc_sock.
  */
-#include "epoll.h"
-#include "fdtab.h"
-#include "log.h"
 #include "sandbox.h"
 #include "sock.h"
 #include "sys.h"
 
 #include <fcntl.h>
+
 #include <stdlib.h>
 
 #define POOL_CHUNK	64
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usmc_sock *pool_free;
+
+const struct usmc_sock_watcher *_Atomic usmc_sock_watcher;
+_Atomic uint64_t usmc_sock_mode_gen;
 
 static struct usmc_sock *pool_get(void)
 {
@@ -54,7 +55,7 @@ static void pool_put(struct usmc_sock *sk)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-struct usmc_sock *usmc_sock_new(int fd, int kind)
+struct usmc_sock *usmc_sock_new(int fd, int kind, const struct usmc_sock_ops *ops)
 {
 	struct usmc_sock_sh *sh;
 	struct usmc_sock *sk;
@@ -70,7 +71,7 @@ struct usmc_sock *usmc_sock_new(int fd, int kind)
 		sh = usmc_family_alloc_private();
 	if (!sh)
 		return NULL;
-	sk = usmc_sock_wrap(fd, kind, sh);
+	sk = usmc_sock_wrap(fd, kind, sh, ops);
 	if (!sk) {
 		usmc_family_free(sh);
 		return NULL;
@@ -79,7 +80,8 @@ struct usmc_sock *usmc_sock_new(int fd, int kind)
 	return sk;
 }
 
-struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
+struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh,
+				 const struct usmc_sock_ops *ops)
 {
 	struct usmc_sock *sk = pool_get();
 
@@ -87,6 +89,7 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh)
 		return NULL;
 	/* ref stays 0 while we fill it: lookups cannot take it yet. */
 	sk->kind = kind;
+	sk->ops = ops;
 	sk->fd0 = fd;
 	sk->sh = sh;
 	pthread_mutex_init(&sk->lock, NULL);
@@ -135,60 +138,6 @@ bool usmc_sock_get_live(struct usmc_sock *sk)
 	return false;
 }
 
-
-/*
- * fd: the descriptor being closed (still open), for the release to talk to
- * the TCP socket; -1 when the last reference goes elsewhere (then no
- * descriptor number is trusted: it may already name another file).
- */
-void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
-{
-	/* Others still hold it (a call in progress, or another descriptor):
-	 * keep the TCP socket alive past this close, as the kernel does. */
-	if (fd >= 0 && sk->kind == SK_CONN && LOAD_ACQUIRE(&sk->ref) > 1 &&
-	    LOAD_RELAXED(&sk->held_fd) < 0) {
-		int dup = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0), none = -1;
-
-		if (dup >= 0) {
-			usmc_ifd_mark(dup);
-			if (!atomic_compare_exchange_strong(&sk->held_fd, &none, dup))
-				usmc_ifd_close(dup);
-		}
-	}
-	if (local_fetch_add_int(&sk->ref, -1) == 1)
-		usmc_sock_put_last(sk, fd);
-}
-
-/* The last reference is gone: the descriptor is gone from our table. */
-void usmc_sock_put_last(struct usmc_sock *sk, int fd)
-{
-	int held = atomic_exchange(&sk->held_fd, -1);
-
-	if (fd < 0)
-		fd = held;
-	usmc_epoll_forget(sk);
-	/* Releasing may still decide (and lock) an undecided connection.
-	 * After usmc_fd_exit (a destructor closing after ours), this
-	 * process's share is gone already. */
-	if (!LOAD_RELAXED(&sk->exit_dropped) && atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
-		usmc_sock_release(sk, fd);
-		usmc_family_free(sk->sh);
-	} else {
-		usmc_sock_detach_local(sk);
-		/* Handed over: the adopter lists it; an entry of ours would
-		 * stay until we exit (a node cluster's primary, which passes
-		 * every connection it accepts, listed thousands). */
-		if (sk->st_handed && sk->st && sk->st->pid == (uint32_t)usmc_getpid())
-			usmc_stats_conn_free(sk->st, sk->st_start);
-		sk->st = NULL;
-	}
-	if (held >= 0)
-		usmc_ifd_close(held);
-	pthread_mutex_destroy(&sk->lock);
-	sk->sh = NULL;
-	pool_put(sk);
-}
-
 /* A server end lets go of the client's link group in this process (the
  * bell numbers are stored -1 for calls that load them without sk->lock:
  * shed.c closes them only once no call holds a socket). */
@@ -227,4 +176,57 @@ void usmc_sock_detach_local(struct usmc_sock *sk)
 	if (sk->ln)
 		usmc_clc_ln_put(sk->ln);
 	sk->ln = NULL;
+}
+
+/*
+ * fd: the descriptor being closed (still open), for the release to talk to
+ * the TCP socket; -1 when the last reference goes elsewhere (then no
+ * descriptor number is trusted: it may already name another file).
+ */
+void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
+{
+	/* Others still hold it (a call in progress, or another descriptor):
+	 * keep the TCP socket alive past this close, as the kernel does. */
+	if (fd >= 0 && sk->kind == SK_CONN && LOAD_ACQUIRE(&sk->ref) > 1 &&
+	    LOAD_RELAXED(&sk->held_fd) < 0) {
+		int dup = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0), none = -1;
+
+		if (dup >= 0) {
+			usmc_ifd_mark(dup);
+			if (!atomic_compare_exchange_strong(&sk->held_fd, &none, dup))
+				usmc_ifd_close(dup);
+		}
+	}
+	if (local_fetch_add_int(&sk->ref, -1) == 1)
+		usmc_sock_put_last(sk, fd);
+}
+
+/* The last reference is gone: the descriptor is gone from our table. */
+void usmc_sock_put_last(struct usmc_sock *sk, int fd)
+{
+	int held = atomic_exchange(&sk->held_fd, -1);
+
+	if (fd < 0)
+		fd = held;
+	sk_watch_forget(sk);
+	/* Releasing may still decide (and lock) an undecided connection.
+	 * After usmc_socks_exit (a destructor closing after ours), this
+	 * process's share is gone already. */
+	if (!LOAD_RELAXED(&sk->exit_dropped) && atomic_fetch_sub(&sk->sh->refs, 1) == 1) {
+		sk->ops->release(sk, fd);
+		usmc_family_free(sk->sh);
+	} else {
+		usmc_sock_detach_local(sk);
+		/* Handed over: the adopter lists it; an entry of ours would
+		 * stay until we exit (a node cluster's primary, which passes
+		 * every connection it accepts, listed thousands). */
+		if (sk->st_handed && sk->st && sk->st->pid == (uint32_t)usmc_getpid())
+			usmc_stats_conn_free(sk->st, sk->st_start);
+		sk->st = NULL;
+	}
+	if (held >= 0)
+		usmc_ifd_close(held);
+	pthread_mutex_destroy(&sk->lock);
+	sk->sh = NULL;
+	pool_put(sk);
 }

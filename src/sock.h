@@ -105,7 +105,7 @@ struct usmc_sock_sh {
 	_Atomic uint32_t tx_stuck;	/* backing it further failed (tmpfs full) */
 	_Atomic uint32_t tx_nospace;	/* bumped by a send that found no room (tx_lock):
 					 * TCP's SOCK_NOSPACE, for edge-triggered EPOLLOUT */
-	_Atomic uint64_t tcp_looker;	/* wait.c: thread looking at TCP (tid | pid << 32) */
+	_Atomic uint64_t tcp_looker;	/* tcp.c: thread looking at TCP (tid | pid << 32) */
 	_Atomic uint32_t tcp_relook;	/* ... asked to look once more */
 	_Atomic uint32_t own_rung;	/* bumped before ringing our own doorbell (shutdown):
 					 * epoll's armed records count it as a ring (wait.c) */
@@ -129,6 +129,21 @@ struct usmc_sock_sh {
 };
 
 struct usmc_epreg;
+
+/*
+ * What the layers above the socket do when its last reference goes (the
+ * close protocol, a listener's record: close.c usmc_sock_ops): given by
+ * whoever makes the socket and inherited by one it accepts, as the
+ * kernel's sk_prot.  A reference can go anywhere (a stale descriptor table
+ * entry, an epoll record), and the release may settle the handshake or
+ * move bytes to TCP: called through here, not by name, so that the
+ * lower layers never call up.
+ */
+struct usmc_sock_ops {
+	/* The family's last descriptor is gone: close protocol, free
+	 * resources (fd: the descriptor being closed, or -1). */
+	void (*release)(struct usmc_sock *sk, int fd);
+};
 
 struct usmc_sock {
 	_Atomic int ref;		/* fd-table entries + in-flight calls */
@@ -179,12 +194,13 @@ struct usmc_sock {
 	struct usmc_epreg *epregs;	/* epoll registrations (epoll.c, under lock) */
 	unsigned int fork_gen;		/* fdtab.c: counted for the current fork */
 	unsigned int exec_mark;		/* exec.c: (exec pass << 1) | kept open across it */
-	_Atomic bool exit_dropped;	/* fdtab.c: its share already left (process exit) */
+	_Atomic bool exit_dropped;	/* exit.c: its share already left (process exit) */
 	bool in_nested;			/* registered in an epoll that is itself watched */
 	/* A descriptor closed while a call was still in progress on the
 	 * socket: our internal duplicate keeps the TCP socket open until the
 	 * last reference goes, as the kernel's file reference would. */
 	_Atomic int held_fd;
+	const struct usmc_sock_ops *ops;
 	struct usmc_sock *free_next;
 };
 
@@ -195,7 +211,7 @@ static inline int usmc_tx_dir(const struct usmc_sock *sk)
 }
 
 /* The peer holds its end now: a client posts its proposal to a live
- * listener, a server takes one, or a look at TCP found no FIN (wait.c).
+ * listener, a server takes one, or a look at TCP found no FIN (tcp.c).
  * Not when a client sees its accept: the server may have answered and
  * gone long before (a Java server's System.exit right after accept). */
 static inline void sk_peer_seen(struct usmc_sock *sk)
@@ -208,15 +224,59 @@ static inline uint32_t sk_mode(const struct usmc_sock *sk)
 	return LOAD_ACQUIRE(&sk->sh->mode);
 }
 
+/*
+ * Whoever watches sockets (epoll.c) is told through here, never called by
+ * name: the socket layer sits below its watchers, as the kernel's
+ * sk_data_ready and wait-queue callbacks do.  The watcher installs itself
+ * (release) before its first registration exists; a socket with a
+ * registration is reached only through a reference taken after that, so
+ * a reader that needs the watcher sees it.
+ */
+struct usmc_sock_watcher {
+	void (*forget)(struct usmc_sock *sk);	/* the last reference is gone */
+	void (*changed)(struct usmc_sock *sk);	/* readiness a nested epoll shows */
+	void (*edge)(struct usmc_sock *sk);	/* the program's own shutdown() */
+};
+extern const struct usmc_sock_watcher *_Atomic usmc_sock_watcher;
+/* Bumped by every path change: watchers resync their registrations. */
+extern _Atomic uint64_t usmc_sock_mode_gen;
+
+static inline const struct usmc_sock_watcher *sk_watcher(void)
+{
+	return atomic_load_explicit(&usmc_sock_watcher, memory_order_acquire);
+}
+
+static inline void sk_watch_forget(struct usmc_sock *sk)
+{
+	const struct usmc_sock_watcher *w = sk_watcher();
+
+	if (w)
+		w->forget(sk);
+}
+
+static inline void sk_watch_changed(struct usmc_sock *sk)
+{
+	const struct usmc_sock_watcher *w = sk_watcher();
+
+	if (w)
+		w->changed(sk);
+}
+
+static inline void sk_watch_edge(struct usmc_sock *sk)
+{
+	const struct usmc_sock_watcher *w = sk_watcher();
+
+	if (w)
+		w->edge(sk);
+}
+
 /* Every path change goes through here: epoll registrations follow it. */
 static inline void sk_set_mode(struct usmc_sock *sk, uint32_t mode)
 {
-	void usmc_epoll_mode_changed(void);
-
 	STORE_RELEASE(&sk->sh->mode, mode);
 	if (sk->st)
 		STORE_RELAXED(&sk->st->mode, (uint8_t)mode);
-	usmc_epoll_mode_changed();
+	atomic_fetch_add(&usmc_sock_mode_gen, 1);
 }
 
 static inline bool sk_flag(const struct usmc_sock *sk, uint32_t f)
@@ -248,6 +308,23 @@ static inline bool usmc_rx_view(const struct usmc_sock *sk, uint64_t *head, uint
 
 	*prod = p;
 	return ring_view(cons, skip, p, sk->size, head);
+}
+
+/*
+ * The receive view as the reader sees it, under rx_lock: a look without the
+ * lock may pair our copy of cons from before another thread's read with the
+ * peer's prod from after it, which breaks the rules only in appearance.
+ * 0, -EPROTO (the peer broke them), or the lock's error.
+ */
+static inline int usmc_rx_view_locked(struct usmc_sock *sk, uint64_t *head, uint64_t *prod)
+{
+	int rc = usmc_family_lock(&sk->sh->rx_lock);
+
+	if (rc)
+		return rc;
+	rc = usmc_rx_view(sk, head, prod) ? 0 : -EPROTO;
+	usmc_family_unlock(&sk->sh->rx_lock);
+	return rc;
 }
 
 /*
@@ -406,21 +483,25 @@ static inline bool sk_owes_bytes(const struct usmc_sock *sk)
 }
 
 /* At the last close or exit: the peer's CLC byte is still unread, and
- * ours to take (af_usmc.c: a server's, declined or not; a client's once
+ * ours to take (tcp.c: a server's, declined or not; a client's once
  * on TCP, a moving one takes it as it moves). */
 static inline bool sk_close_owes_byte(const struct usmc_sock *sk)
 {
 	return sk_flag(sk, SKF_WAKEBYTE) && (sk->role == 'S' || sk_mode(sk) == USMC_MODE_TCP);
 }
 
-/* sock.c: lifecycle */
-struct usmc_sock *usmc_sock_new(int fd, int kind);
+/* sock.c: lifecycle.  ops: what the layers above do at the last
+ * reference (struct usmc_sock_ops). */
+struct usmc_sock *usmc_sock_new(int fd, int kind, const struct usmc_sock_ops *ops);
 /* A local object for an existing shared half (exec adoption). */
-struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh);
+struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh,
+				 const struct usmc_sock_ops *ops);
 void usmc_sock_get(struct usmc_sock *sk);
 /* A reference unless the last one is gone already (a close in progress
  * on another thread, before it takes the socket off epoll's lists). */
 bool usmc_sock_get_live(struct usmc_sock *sk);
+/* A reference goes, with the descriptor being closed (or -1); the last
+ * one releases the socket (ops->release). */
 void usmc_sock_put_closing(struct usmc_sock *sk, int fd);
 void usmc_sock_put_last(struct usmc_sock *sk, int fd);
 
@@ -434,8 +515,6 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
 /* Whether one of the application's descriptors still refers to sk (hint
  * first); the duplicate held for calls in progress does not count. */
 bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
-/* The family's last descriptor is gone: close protocol, free resources. */
-void usmc_sock_release(struct usmc_sock *sk, int fd);
 void usmc_sock_detach_local(struct usmc_sock *sk);
 /* A server end lets go of the client's link group here (sock.c). */
 void usmc_conn_detach_lgr(struct usmc_sock *sk);
@@ -458,23 +537,6 @@ static inline void usmc_sock_refresh(struct usmc_sock *sk, int fd)
  * to act (write, shutdown...): TCP unless a proposal is there.  Otherwise
  * only a proposal, TCP bytes or EOF settle it. */
 void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide);
-/* TCP-mode server after a late decline: drop the client's wake byte. */
-int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
-/* The same, waiting for what is owed: before the descriptor goes where
- * reads bypass usmc (another process, an image without libusmc, stdio). */
-void usmc_tcp_take_owed(struct usmc_sock *sk, int fd);
-/* ... those of owed (SKF_*), waiting at most ms milliseconds (-1: no limit). */
-void usmc_tcp_take_owed_ms(struct usmc_sock *sk, int fd, uint32_t owed, int ms);
-/* A reset: mark, count, wake. */
-void usmc_sock_abort(struct usmc_sock *sk, int abort_reason);
-/* Has the peer reset the connection?  Then so have we. */
-void usmc_sock_check_reset(struct usmc_sock *sk);
-void usmc_sock_set_tcp(struct usmc_sock *sk, int reason);
-/* A client counted as shared memory when it proposed, declined or taken
- * back before it ever was: uncounted (once). */
-void usmc_conn_uncount(struct usmc_sock *sk);
-bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd);
-void usmc_sock_count_late(struct usmc_sock *sk, int fd);
 
 /*
  * Returned by data-path calls that did not handle the request because the
@@ -507,7 +569,7 @@ static inline bool usmc_fast_ok(const struct usmc_sock *sk, const struct usmc_fl
 
 /*
  * What we may have in flight (prod - head): the ring, or what TCP would
- * hold when the application set the buffer sizes (af_usmc.c).  Both
+ * hold when the application set the buffer sizes (conn.c).  Both
  * limits exclude the fast path above.
  */
 uint64_t usmc_tx_cap_slow(const struct usmc_sock *sk);
@@ -519,10 +581,6 @@ static inline uint64_t usmc_tx_cap(const struct usmc_sock *sk)
 	return usmc_tx_cap_slow(sk);
 }
 
-/* af_usmc.c: SO_SNDBUF/SO_RCVBUF set on fd (after the kernel took it),
- * and what an accepted socket inherits from its listener. */
-void usmc_sock_bufsize(struct usmc_sock *sk, int fd, int name);
-void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk);
 /* The bytes a read waits for and readiness counts from (SO_RCVLOWAT). */
 static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
 {

@@ -37,6 +37,7 @@
 #include "real.h"
 #include "scm_peer.h"
 #include "sock.h"
+#include "tcp.h"
 
 #include <limits.h>
 #include <pthread.h>

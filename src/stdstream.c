@@ -30,10 +30,12 @@
  */
 #include "af_usmc.h"
 #include "fdtab.h"
+#include "handover.h"
 #include "migrate.h"
 #include "sock.h"
 #include "stdstream.h"
 #include "sys.h"
+#include "tcp.h"
 
 #include <poll.h>
 #include <unistd.h>

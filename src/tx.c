@@ -7,6 +7,7 @@
  * ring space between prod and cons + size are ours alone.
  */
 #include "af_usmc.h"
+#include "conn.h"
 #include "log.h"
 #include "guard.h"
 #include "migrate.h"
@@ -14,6 +15,7 @@
 #include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"
+#include "tcp.h"
 #include "tx.h"
 #include "tx_int.h"
 #include "wait.h"

@@ -19,6 +19,7 @@
  * Locking: sh->tx_lock, as for every change of our producer side (tx.c).
  */
 #include "af_usmc.h"
+#include "conn.h"
 #include "sock.h"
 #include "sigrestart.h"
 #include "tx.h"

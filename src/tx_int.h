@@ -9,6 +9,7 @@
 #define USMC_TX_INT_H
 
 #include "sock.h"
+#include "tcp.h"
 #include "tx.h"
 #include "wait.h"
 

@@ -5,6 +5,7 @@
  * rules (tx_int.h): the same lock, errors, room and wake-ups as a send.
  */
 #include "af_usmc.h"
+#include "conn.h"
 #include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"

@@ -14,26 +14,17 @@
  * waiter arms, re-checks (wait_ready) and sleeps; a kicker publishes,
  * then rings only a waiter that sleeps where only a ring wakes it.
  */
-#include "af_usmc.h"
-#include "epoll.h"
-#include "log.h"
-#include "migrate.h"
 #include "options.h"
 #include "real.h"
 #include "sigrestart.h"
 #include "sock.h"
-#include "stats.h"
 #include "sys.h"
+#include "tcp.h"
 #include "tx.h"
 #include "wait.h"
 #include "waitset.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <time.h>
 
 #define SPIN_MIN_NS	2000
 #define SPIN_CHECK	16	/* cursor checks (one pause each) between clock reads */
@@ -139,149 +130,6 @@ bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3])
 {
 	usmc_cdc_arm(sk, what, seq);
 	return wait_ready(sk, what);
-}
-
-void usmc_check_tcp(struct usmc_sock *sk, int fd)
-{
-	usmc_check_tcp_fd(sk, fd, true);
-}
-
-static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
-{
-	char c;
-	ssize_t n;
-
-	/* A connect that failed reports it here too (POLLERR/EPOLLERR), and
-	 * a peek would take the kernel's pending error: settle the connect
-	 * first, so the application's SO_ERROR still finds it. */
-	if (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd))
-		return;
-	if (usmc_sock_proposal_reset(sk, fd))
-		return;
-	while (!sk_flag(sk, SKF_TCP_EOF)) {
-		/* The client's wake byte comes first on TCP: a descriptor
-		 * nobody else can have reused gives it up without a look. */
-		bool take = !installed && sk_flag(sk, SKF_WAKEBYTE);
-
-		n = real.recv(fd, &c, 1, MSG_DONTWAIT | (take ? 0 : MSG_PEEK));
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			sk_peer_seen(sk);
-			return;
-		}
-		if (n < 0 && errno == EINTR)
-			return;
-		/* The application closed this number under us (another thread
-		 * still in a call on the socket, as the kernel allows): not the
-		 * peer's doing; the socket lives on until that call returns. */
-		if ((n < 0 && (errno == EBADF || errno == ENOTSOCK)) ||
-		    (installed && usmc_sock_live_fd(sk, fd) != fd))
-			return;
-		if (n <= 0) {
-			/* FIN or RST: every process on the other side closed it. */
-			sk_set_flag(sk, SKF_TCP_EOF);
-			return;
-		}
-		if (take) {
-			sk_clear_flag(sk, SKF_WAKEBYTE);
-			continue;
-		}
-		if (sk_flag(sk, SKF_WAKEBYTE)) {
-			/* The client's CLC wake byte (clc.h): consume it. */
-			if (real.recv(fd, &c, 1, MSG_DONTWAIT) == 1)
-				sk_clear_flag(sk, SKF_WAKEBYTE);
-			continue;
-		}
-		if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-			bool declined = false;
-
-			/* A TCP byte on a proposed connection: the server's
-			 * decline byte (its answer is in the index, clc.h), or
-			 * the server is not taking part (a NAT, a listener we
-			 * could not see): withdraw.  Queued bytes follow on TCP. */
-			pthread_mutex_lock(&sk->lock);
-			if (usmc_migrate_declined(sk)) {
-				declined = true;
-			} else if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-				   usmc_clc_withdraw(sk->ln, &sk->local)) {
-				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
-				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
-				sk->migrate_end = MIGRATE_END_UNKNOWN;
-				sk_set_mode(sk, USMC_MODE_MIGRATING);
-				usmc_dbg(1, "fd %d: proposal withdrawn, queued bytes move to TCP", fd);
-			}
-			pthread_mutex_unlock(&sk->lock);
-			if (declined)
-				continue;	/* consume the decline byte */
-			return;
-		}
-		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
-			sk_set_flag(sk, SKF_TCP_DATA);	/* the peer's bytes after the switch */
-			return;
-		}
-		if (sk->tx_c && (LOAD_ACQUIRE(&sk->tx_c->flags) & CDC_F_MIGRATE)) {
-			/* The peer moved to TCP and already sent there. */
-			usmc_migrate_follow(sk, fd);
-			sk_set_flag(sk, SKF_TCP_DATA);
-			return;
-		}
-		if (sk_mode(sk) == USMC_MODE_SMCD) {
-			/* An honest peer sends nothing on TCP once on SMC. */
-			usmc_sock_abort(sk, USMC_A_PROTOCOL);
-			sk_set_flag(sk, SKF_TCP_EOF);
-		}
-		return;
-	}
-}
-
-/* The one thread of the family looking at TCP (tid | pid << 32), or one
- * whose holder died (a kill while looking): ours now.  Whoever consumes
- * the wake byte holds it (usmc_tcp_skip_wake too). */
-static uint64_t look_me(void)
-{
-	return (uint64_t)(uint32_t)usmc_gettid() | (uint64_t)(uint32_t)usmc_getpid() << 32;
-}
-
-bool usmc_tcp_look_mine(struct usmc_sock *sk)
-{
-	return LOAD_ACQUIRE(&sk->sh->tcp_looker) == look_me();
-}
-
-bool usmc_tcp_look_take(struct usmc_sock *sk)
-{
-	uint64_t me = look_me(), cur = 0;
-
-	if (atomic_compare_exchange_strong(&sk->sh->tcp_looker, &cur, me))
-		return true;
-	if (cur == me)
-		return false;	/* a handler interrupted our own look */
-	return sys_ret(usmc_sys(SYS_tgkill, cur >> 32, (uint32_t)cur, 0)) && errno == ESRCH &&
-	       atomic_compare_exchange_strong(&sk->sh->tcp_looker, &cur, me);
-}
-
-/*
- * Every waiter watches the TCP socket, and what it finds there may be
- * consumed (a wake byte, a decline byte): two looking at once would take
- * one byte twice, a byte of the peer's stream.  So one looks at a time;
- * one that finds another looking leaves a mark, and the looker looks once
- * more before it lets go (news that came while it looked is not missed).
- */
-void usmc_tcp_look_give(struct usmc_sock *sk, int fd)
-{
-	STORE_RELEASE(&sk->sh->tcp_looker, 0);
-	if (LOAD_ACQUIRE(&sk->sh->tcp_relook))
-		usmc_check_tcp_fd(sk, fd, true);
-}
-
-void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed)
-{
-	do {
-		STORE_RELEASE(&sk->sh->tcp_relook, 1);
-		if (!usmc_tcp_look_take(sk))
-			return;
-		while (atomic_exchange(&sk->sh->tcp_relook, 0))
-			check_tcp_once(sk, fd, installed);
-		STORE_RELEASE(&sk->sh->tcp_looker, 0);
-	} while (LOAD_ACQUIRE(&sk->sh->tcp_relook));
 }
 
 /* What the process's last spin feedback left: a new connection starts

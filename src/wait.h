@@ -15,17 +15,6 @@ int usmc_wait(struct usmc_sock *sk, int fd, int what, int timeout_ms);
 bool usmc_arm(struct usmc_sock *sk, int what);
 /* The same; seq: what to give usmc_rung_since() for this arm. */
 bool usmc_arm_seq(struct usmc_sock *sk, int what, uint32_t seq[3]);
-/* Look at TCP alone (wait.c): false while another thread of the family
- * does; usmc_tcp_look_give lets go (and looks again if asked meanwhile). */
-bool usmc_tcp_look_take(struct usmc_sock *sk);
-/* Held by this thread already (a call made while looking). */
-bool usmc_tcp_look_mine(struct usmc_sock *sk);
-void usmc_tcp_look_give(struct usmc_sock *sk, int fd);
-/* Look at the TCP socket under a shared-memory connection (EOF, stray bytes). */
-void usmc_check_tcp(struct usmc_sock *sk, int fd);
-/* The same; installed = false: fd is not in the descriptor table yet
- * (accept), so nobody can have closed or reused it. */
-void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
 /* SO_RCVTIMEO / SO_SNDTIMEO in ms, -1 for none. */
 int usmc_sock_timeout(struct usmc_sock *sk, int fd, int optname);
 /* About to sleep in a call the program made blocking: is the open file

@@ -33,9 +33,11 @@
 
 #include "af_usmc.h"
 #include "close.h"
+#include "conn.h"
 #include "lgr.h"
 #include "rx.h"
 #include "sock.h"
+#include "tcp.h"
 #include "tx.h"
 #include "wait.h"
 
@@ -65,7 +67,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fz_setup(NULL);
 	/* sendfile's EPIPE raises SIGPIPE, as the kernel does. */
 	signal(SIGPIPE, SIG_IGN);
-	sk = usmc_sock_new(-1, SK_CONN);
+	sk = usmc_sock_new(-1, SK_CONN, &usmc_sock_ops);
 	if (!sk || usmc_clc_ln_create(&ln))
 		abort();
 	mem_fd = memfd_create("fuzz-lgr", MFD_CLOEXEC);

@@ -19,6 +19,11 @@
  *                  the listener) whose processes exit without closing it:
  *                  the last one out unregisters it (its CLC index file is
  *                  gone at once, not at the next garbage collection)
+ *   exit_closing   exit() while another thread closes the process's
+ *                  listeners and connections (libzmq's reaper thread
+ *                  closes its sockets as Python's main thread exits): the
+ *                  process exits 0, 20 times (the exit and the close
+ *                  released one listener at once: SIGSEGV every time)
  *   shared_writer  parent and child write to one connection in turns
  *                  (serialised by the application); the peer sees the order
  *   exec_usmc      exec of a program (this one, role exec-peer) that keeps
@@ -562,6 +567,51 @@ static void check_rlimit(void)
 	t_ok(setrlimit(RLIMIT_NOFILE, &old));
 }
 
+#define EXIT_LISTENERS	32
+#define EXIT_PAIRS	4
+
+static int exit_fds[EXIT_LISTENERS + 2 * EXIT_PAIRS];
+
+static void *exit_closer(void *arg)
+{
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < ARRAY_LEN(exit_fds); i++)
+		close(exit_fds[i]);
+	return NULL;
+}
+
+static void check_exit_closing(void)
+{
+	int round;
+
+	for (round = 0; round < 20; round++) {
+		pid_t pid = t_fork_helper();
+
+		if (pid == 0) {
+			pthread_t th;
+			uint16_t port;
+			int i;
+
+			for (i = 0; i < EXIT_LISTENERS; i++)
+				exit_fds[i] = t_listen(&port);
+			for (i = 0; i < EXIT_PAIRS; i++) {
+				t_pair_smc(&exit_fds[EXIT_LISTENERS + 2 * i],
+					   &exit_fds[EXIT_LISTENERS + 2 * i + 1]);
+				t_xfer(exit_fds[EXIT_LISTENERS + 2 * i],
+				       exit_fds[EXIT_LISTENERS + 2 * i + 1], "x");
+			}
+			if (pthread_create(&th, NULL, exit_closer, NULL) || pthread_detach(th))
+				_exit(T_EXIT_FAIL);
+			exit(0);
+		}
+		t_wait_child(pid, "a process exiting while a thread closes its sockets");
+		if (t_accel())
+			t_smc_pairs += EXIT_PAIRS;
+	}
+}
+
 static const struct t_check checks[] = {
 	{ "dup", check_dup },
 	{ "dup2_dup3", check_dup2_dup3 },
@@ -570,6 +620,7 @@ static const struct t_check checks[] = {
 	{ "fork_server", check_fork_server },
 	{ "prefork", check_prefork },
 	{ "exit_unregister", check_exit_unregister },
+	{ "exit_closing", check_exit_closing },
 	{ "shared_writer", check_shared_writer },
 	{ "exec_usmc", check_exec_usmc },
 	{ "exec_plain", check_exec_plain },
