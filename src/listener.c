@@ -235,12 +235,58 @@ static bool become_listener(struct usmc_sock *sk, int fd)
 	       !usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sslen);
 }
 
+/*
+ * May the socket be published before the kernel listens?  Only a bound,
+ * unconnected socket that listens nowhere yet: listen() binds a socket
+ * bound to nothing (its port is known only after), and one another holder
+ * made a listener joins that holder's record after (usmc_listen_follow).
+ */
+static bool listen_early(const struct usmc_sock *sk, int fd)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	struct usmc_addr a;
+	int acc = 1;
+
+	if (sk->kind != SK_TCP || getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    usmc_addr_from_sa(&a, (struct sockaddr *)&ss, len) || !a.port)
+		return false;
+	len = sizeof(ss);
+	if (!getpeername(fd, (struct sockaddr *)&ss, &len) || errno != ENOTCONN)
+		return false;
+	len = sizeof(acc);
+	return !real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) && !acc;
+}
+
+/*
+ * The record goes in before the kernel listens: a client that connects
+ * the moment listen() returns (a reconnect loop: libzmq's, every 100 ms)
+ * finds it.  Published after, it found none for as long as publishing
+ * took, and stayed on TCP as if its peer were not usmc (19 of 20 runs of
+ * a connect loop).  A client that finds the record sooner is refused by
+ * the kernel, as it would be without usmc, and its proposal goes with its
+ * connect (af_usmc.c).  A listen() that fails takes the record back.
+ */
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 {
-	int rc = real.listen(fd, backlog);
+	bool early = listen_early(sk, fd);
+	int rc, err;
 
-	if (rc || sk->kind == SK_LISTEN)
+	if (early && become_listener(sk, fd))
+		publish(sk, fd);
+	rc = real.listen(fd, backlog);
+	if (rc) {
+		err = errno;
+		if (early) {
+			usmc_listen_release(sk);
+			sk->kind = SK_TCP;
+			sk->lst_reason = 0;
+		}
+		errno = err;
 		return rc;
+	}
+	if (early || sk->kind == SK_LISTEN)
+		return 0;
 	if (become_listener(sk, fd))
 		publish(sk, fd);
 	return 0;
