@@ -10,7 +10,7 @@
  * the application acts on it (usmc_server_resolve()), so that a client
  * still inside connect() is not missed.
  */
-#include "af_usmc.h"
+#include "accept.h"
 #include "clc.h"
 #include "clc_bind.h"
 #include "conn.h"

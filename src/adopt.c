@@ -26,7 +26,6 @@
  * of a stream short of its bytes.
  */
 #include "adopt.h"
-#include "af_usmc.h"
 #include "close.h"
 #include "conn.h"
 #include "fdtab.h"

@@ -11,8 +11,10 @@
  * publication in listener.c.  Anything uncertain or
  * failing ends on TCP with a counted reason.
  */
+#include "accept.h"
 #include "af_usmc.h"
 #include "clc_bind.h"
+#include "clc_proof.h"
 #include "conn.h"
 #include "log.h"
 #include "migrate.h"

@@ -7,8 +7,8 @@
  * and, before it takes an accept, that the holder of that end decided.
  * Taking a proposal back, and the one wake byte, live here too.
  */
-#include "af_usmc.h"
 #include "clc_bind.h"
+#include "clc_proof.h"
 #include "conn.h"
 #include "lgr.h"
 #include "log.h"

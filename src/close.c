@@ -16,9 +16,10 @@
  * what is still open: an undecided server end, the peer's CLC byte, bytes
  * moving to TCP, the slot.
  */
-#include "af_usmc.h"
+#include "accept.h"
 #include "close.h"
 #include "conn.h"
+#include "listener.h"
 #include "migrate.h"
 #include "real.h"
 #include "sock.h"
@@ -160,8 +161,7 @@ void usmc_conn_exit(struct usmc_sock *sk, int fd)
 			usmc_lgr_slot_release(sk->lgr, sk->slot, sk->gen,
 					      !sk_flag(sk, SKF_DECLINED));
 	}
-	usmc_stats_conn_free(sk->st, sk->st_start);
-	sk->st = NULL;
+	usmc_conn_stats_close(sk);
 }
 
 /*
@@ -228,8 +228,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	if (sk->ln)
 		usmc_clc_ln_put(sk->ln);
 	sk->ln = NULL;
-	usmc_stats_conn_free(sk->st, sk->st_start);
-	sk->st = NULL;
+	usmc_conn_stats_close(sk);
 }
 
 static void sock_release(struct usmc_sock *sk, int fd)

@@ -35,6 +35,26 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 	STORE_RELEASE(&st->state, 1);
 	sk->st = st;
 	sk->st_start = st->start_ns;
+	STORE_RELAXED(&sk->sh->st_start, st->start_ns);
+	STORE_RELEASE(&sk->sh->st_idx, usmc_stats_conn_index(st) + 1);
+}
+
+void usmc_conn_stats_close(struct usmc_sock *sk)
+{
+	struct usmc_stats_conn *st = sk->st;
+	uint64_t start = sk->st_start;
+	uint32_t idx = atomic_exchange(&sk->sh->st_idx, 0);
+
+	/* A copy forked while another thread was connecting, before the
+	 * entry was made, knows it only from here (a forking server whose
+	 * client is a thread of its own: the child that left last left the
+	 * entry listed). */
+	if (!st && idx) {
+		st = usmc_stats_conn_at(idx - 1);
+		start = LOAD_RELAXED(&sk->sh->st_start);
+	}
+	usmc_stats_conn_free(st, start);
+	sk->st = NULL;
 }
 
 static const char *role_name(const struct usmc_sock *sk)

@@ -13,6 +13,8 @@ struct usmc_sock;
 
 /* The connection's entry in the statistics (usmc stat), made once. */
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd);
+/* The last holder's close: the entry goes, whoever made it. */
+void usmc_conn_stats_close(struct usmc_sock *sk);
 /* Descriptors an accelerated connection may need besides its socket: a
  * new link group's file and its two doorbells (shared by its connections). */
 #define USMC_CONN_FDS	3

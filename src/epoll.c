@@ -22,6 +22,7 @@
  * Locking: ep_lock (one mutex) protects every registration list; it is not
  * held while sleeping in the kernel.  Readiness is computed lock-free.
  */
+#include "af_usmc.h"
 #include "epoll.h"
 #include "epoll_int.h"
 #include "fdtab.h"

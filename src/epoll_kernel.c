@@ -7,8 +7,11 @@
  * program's own events; and whether a call that found records ready on
  * the rings needs to ask the kernel at all.  Everything under ep_lock.
  */
+#include "accept.h"
+#include "af_usmc.h"
 #include "epoll.h"
 #include "epoll_int.h"
+#include "fdtab.h"
 #include "log.h"
 #include "options.h"
 #include "real.h"

@@ -21,8 +21,9 @@
  * vfork() is fork() here (interpose.c).  Not covered: system() and popen(),
  * whose spawn inside glibc cannot be interposed (docs/design.md, limits).
  */
+#include "accept.h"
 #include "adopt.h"
-#include "af_usmc.h"
+#include "exec.h"
 #include "export.h"
 #include "exit.h"
 #include "fdtab.h"

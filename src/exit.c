@@ -3,9 +3,11 @@
  * exit.c - a process's sockets when it ends (exit() or _exit()).
  */
 #include "af_usmc.h"
+#include "close.h"
 #include "conn.h"
 #include "exit.h"
 #include "fdtab.h"
+#include "listener.h"
 #include "sock.h"
 #include "sys.h"
 #include "tcp.h"

@@ -254,6 +254,7 @@ struct usmc_sock_sh *usmc_family_alloc(void)
 		STORE_RELAXED(&sh->tcp_relook, 0);
 		STORE_RELAXED(&sh->timeo[0], 0);
 		STORE_RELAXED(&sh->timeo[1], 0);
+		STORE_RELAXED(&sh->st_idx, 0);
 		return sh;
 	}
 	return NULL;

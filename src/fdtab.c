@@ -7,7 +7,6 @@
  * (sock.c), so a stale pointer is never freed memory.  Updates (install,
  * remove, dup) serialise on fdtab_lock.
  */
-#include "af_usmc.h"
 #include "conn.h"
 #include "fdtab.h"
 

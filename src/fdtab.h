@@ -73,6 +73,11 @@ struct usmc_sock *usmc_fd_remove(int fd);
 void usmc_fd_dup(int oldfd, int newfd);
 /* Call fn for every tracked descriptor (fork, exec, exit). */
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
+/* A descriptor that still refers to sk: hint if it does, else any, or -1. */
+int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
+/* Whether one of the application's descriptors still refers to sk (hint
+ * first); the duplicate held for calls in progress does not count. */
+bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
 /* No call of this process holds a socket of the table that may have had
  * doorbells (every reference is a table entry; mine: one more, the
  * caller's own).  Caller: a full fence after its stores callers must see. */

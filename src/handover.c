@@ -39,10 +39,12 @@
  * handed over: the TCP connection is reset (stranded()), so that nobody
  * reads a clean end of a stream that misses them.
  */
+#include "accept.h"
 #include "af_usmc.h"
 #include "close.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "listener.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"

@@ -7,9 +7,10 @@
  * only place errno is set.  Nothing else in the library is exported
  * (libusmc.map).
  */
+#include "accept.h"
 #include "conn.h"
+#include "exec.h"
 #include "interpose.h"
-#include "af_usmc.h"
 #include "clc_bind.h"
 #include "close.h"
 #include "epoll.h"
@@ -17,6 +18,7 @@
 #include "guard.h"
 #include "handover.h"
 #include "lgr.h"
+#include "listener.h"
 #include "log.h"
 #include "migrate.h"
 #include "options.h"
@@ -25,6 +27,7 @@
 #include "registry.h"
 #include "rx.h"
 #include "sandbox.h"
+#include "shed.h"
 #include "sigrestart.h"
 #include "sock.h"
 #include "stats.h"

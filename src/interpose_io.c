@@ -8,7 +8,6 @@
  * updated for sockets usmc tracks.
  */
 #include "interpose.h"
-#include "af_usmc.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"

@@ -17,6 +17,7 @@
  * twice its accelerated connections early.
  */
 #include "interpose.h"
+#include "shed.h"
 
 #include <fcntl.h>
 #include <stdarg.h>

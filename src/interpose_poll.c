@@ -6,7 +6,6 @@
  * its own registrations for them.  Sets without any are passed to libc.
  */
 #include "interpose.h"
-#include "af_usmc.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "guard.h"
@@ -16,6 +15,7 @@
 #include "poll.h"
 #include "real.h"
 #include "registry.h"
+#include "shed.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"

@@ -10,6 +10,7 @@
  * of this process goes further.
  */
 #include "interpose.h"
+#include "shed.h"
 #include "sys.h"
 
 #include <sys/resource.h>

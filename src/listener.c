@@ -46,9 +46,9 @@
  * the index; a holder that closes earlier drops only its own lock
  * (usmc_sock_detach_local).
  */
-#include "af_usmc.h"
 #include "clc_bind.h"
 #include "fdtab.h"
+#include "listener.h"
 #include "log.h"
 #include "options.h"
 #include "real.h"

@@ -11,6 +11,8 @@
  * doorbells (waitset.c).  Readiness of a connection is always recomputed
  * from the rings, never taken from the doorbell.
  */
+#include "accept.h"
+#include "af_usmc.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"

@@ -6,6 +6,8 @@
  * sleeping.  Our consumer line is ours alone; the peer's prod is loaded
  * once per step and validated before any byte is copied.
  */
+#include "accept.h"
+#include "af_usmc.h"
 #include "conn.h"
 #include "migrate.h"
 #include "real.h"

@@ -38,6 +38,7 @@
  */
 #include "conn.h"
 #include "handover.h"
+#include "listener.h"
 #include "sandbox.h"
 #include "af_usmc.h"
 #include "epoll_int.h"

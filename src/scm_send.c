@@ -24,6 +24,7 @@
  *    FIN or RST as after a crash, and our shared half and the slot stay
  *    until this process family ends (docs/design.md, Limits).
  */
+#include "accept.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "log.h"

@@ -45,13 +45,13 @@
  * nothing back.  The locks it then takes (sk->lock, the family locks) are
  * held only by calls holding a reference, which usmc_fd_quiet excluded.
  */
-#include "af_usmc.h"
 #include "clc_bind.h"
 #include "conn.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "log.h"
 #include "migrate.h"
+#include "shed.h"
 #include "sock.h"
 #include "stats.h"
 #include "sys.h"

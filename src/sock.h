@@ -126,6 +126,11 @@ struct usmc_sock_sh {
 	 * receive ring; those below tcp_dup_end we read from the ring already
 	 * and drop from TCP (rx_lock). */
 	_Atomic uint64_t tcp_dup_from, tcp_dup_end;
+	/* The connection's entry in the statistics (stats.h conns[]) + 1, 0
+	 * none, and its start_ns: the last holder frees it, also a copy
+	 * forked before the entry was made (its own sk->st is NULL). */
+	_Atomic uint32_t st_idx;
+	_Atomic uint64_t st_start;
 };
 
 struct usmc_epreg;
@@ -510,33 +515,9 @@ static inline void usmc_sock_put(struct usmc_sock *sk)
 	if (local_fetch_add_int(&sk->ref, -1) == 1)
 		usmc_sock_put_last(sk, -1);
 }
-/* A descriptor that still refers to sk: hint if it does, else any, or -1. */
-int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
-/* Whether one of the application's descriptors still refers to sk (hint
- * first); the duplicate held for calls in progress does not count. */
-bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
 void usmc_sock_detach_local(struct usmc_sock *sk);
 /* A server end lets go of the client's link group here (sock.c). */
 void usmc_conn_detach_lgr(struct usmc_sock *sk);
-
-/* af_usmc.c: socket calls */
-int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, socklen_t len);
-int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog);
-int usmc_sock_accept(struct usmc_sock *lsk, int fd, struct sockaddr *sa, socklen_t *salen,
-		     int flags);
-/* Look at the CLC answer / TCP state of a connection that is not final.
- * tcp_ev: what the caller knows of the TCP socket's readiness without a
- * system call, an epoll event's bits for the socket's own entry (0: no
- * news since the last one), or -1 (unknown: poll asks the kernel). */
-void usmc_sock_refresh_seen(struct usmc_sock *sk, int fd, int tcp_ev);
-static inline void usmc_sock_refresh(struct usmc_sock *sk, int fd)
-{
-	usmc_sock_refresh_seen(sk, fd, -1);
-}
-/* Server: settle an UNDECIDED connection.  decide: the application is about
- * to act (write, shutdown...): TCP unless a proposal is there.  Otherwise
- * only a proposal, TCP bytes or EOF settle it. */
-void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide);
 
 /*
  * Returned by data-path calls that did not handle the request because the

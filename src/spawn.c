@@ -29,7 +29,7 @@
  * by a dup2 action is unpublished: the child cannot answer proposals, so
  * clients must not make them.
  */
-#include "af_usmc.h"
+#include "exec.h"
 #include "export.h"
 #include "fdtab.h"
 #include "handover.h"

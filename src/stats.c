@@ -447,6 +447,18 @@ void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start)
 	}
 }
 
+uint32_t usmc_stats_conn_index(const struct usmc_stats_conn *c)
+{
+	return (uint32_t)(c - stats_file->conns);
+}
+
+struct usmc_stats_conn *usmc_stats_conn_at(uint32_t idx)
+{
+	struct usmc_stats_file *f = stats_file;
+
+	return f && idx < USMC_STATS_CONNS ? &f->conns[idx] : NULL;
+}
+
 struct usmc_stats_file *usmc_stats_map(void)
 {
 	struct usmc_stats_file *f = NULL;

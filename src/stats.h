@@ -176,6 +176,9 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void);
 /* Unlisted, if c is still the entry made at start (an entry freed and
  * made again for another connection is left alone). */
 void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start);
+/* An entry's place in conns[], and the entry at a place (NULL: none). */
+uint32_t usmc_stats_conn_index(const struct usmc_stats_conn *c);
+struct usmc_stats_conn *usmc_stats_conn_at(uint32_t idx);
 
 /* CLI: map the file read-write without claiming a slot. */
 struct usmc_stats_file *usmc_stats_map(void);

@@ -28,7 +28,6 @@
  * reached by a program that made descriptors 0-2 sockets with raw system
  * calls.
  */
-#include "af_usmc.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "migrate.h"

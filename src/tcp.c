@@ -11,8 +11,9 @@
  * and moving ourselves (usmc_conn_to_tcp: the cut and its exchange; the
  * ring's bytes then go out through migrate.c's pump).
  */
-#include "af_usmc.h"
+#include "clc_proof.h"
 #include "conn.h"
+#include "fdtab.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"

@@ -6,6 +6,7 @@
  * processes); it is never held while sleeping.  Our producer line and the
  * ring space between prod and cons + size are ours alone.
  */
+#include "accept.h"
 #include "af_usmc.h"
 #include "conn.h"
 #include "log.h"

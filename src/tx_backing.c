@@ -18,7 +18,6 @@
  *
  * Locking: sh->tx_lock, as for every change of our producer side (tx.c).
  */
-#include "af_usmc.h"
 #include "conn.h"
 #include "sock.h"
 #include "sigrestart.h"

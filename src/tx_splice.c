@@ -4,6 +4,7 @@
  * the input is read(2) straight into the peer's DMB, under the send side's
  * rules (tx_int.h): the same lock, errors, room and wake-ups as a send.
  */
+#include "accept.h"
 #include "af_usmc.h"
 #include "conn.h"
 #include "sigrestart.h"

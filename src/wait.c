@@ -14,6 +14,7 @@
  * waiter arms, re-checks (wait_ready) and sleeps; a kicker publishes,
  * then rings only a waiter that sleeps where only a ring wakes it.
  */
+#include "fdtab.h"
 #include "options.h"
 #include "real.h"
 #include "sigrestart.h"

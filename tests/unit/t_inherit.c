@@ -15,6 +15,12 @@
  *                  slots are used again (one link group for 100
  *                  connections) and no connection is left listed (the
  *                  child's share used to stay counted forever)
+ *   thread_client_late  the same with every proposal 50 ms late
+ *                  (USMC_FAULT=late, in a process of its own): a child is
+ *                  forked before its connection is listed, and when that
+ *                  child leaves last the entry still goes (it stayed
+ *                  listed: the child's copy did not know it; one run in
+ *                  hundreds of thread_client)
  *   exit_child_last  the parent closes its copy first, the child leaves
  *                  with _exit() without closing: the peer reads EOF and
  *                  the connection is no longer listed
@@ -236,6 +242,20 @@ static void check_thread_client(void)
 	t_assert(strstr(json, "\"connections\": []"), "connections still listed: %.600s",
 		 strstr(json, "\"connections\"") ? strstr(json, "\"connections\"") : json);
 	free(json);
+}
+
+static void check_thread_client_late(void)
+{
+	char *argv[] = { (char *)t_name, "thread-client", NULL };
+	pid_t pid = t_fork_helper();
+
+	if (pid == 0) {
+		setenv("USMC_FAULT", "late", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	t_wait_child(pid, "thread_client with late proposals");
+	t_tcp_conns = -1;	/* its connections are its own check's */
 }
 
 /*
@@ -666,6 +686,7 @@ static void check_exec_stdio_unread(void)
 
 static const struct t_check checks[] = {
 	{ "thread_client", check_thread_client },
+	{ "thread_client_late", check_thread_client_late },
 	{ "exit_child_last", check_exit_child_last },
 	{ "exit_child_last_tcp", check_exit_child_last_tcp },
 	{ "killed_holder", check_killed_holder },
@@ -683,6 +704,11 @@ int main(int argc, char **argv)
 	t_name = "t_inherit";
 	if (argc == 2 && !strcmp(argv[1], "exit0"))
 		return 0;
+	if (argc == 2 && !strcmp(argv[1], "thread-client")) {
+		signal(SIGPIPE, SIG_IGN);
+		check_thread_client();
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "inetd"))
 		return inetd_peer(atoi(argv[2]));
 	signal(SIGPIPE, SIG_IGN);
