@@ -54,6 +54,7 @@ static void reg_fresh(struct usmc_epreg *r)
 {
 	r->edge = true;
 	r->seen_prod = ~0ULL;
+	r->seen_ev = 0;
 	ep_ready_push(r);
 	if (r->ep->nested)
 		usmc_arm(r->sk, USMC_WAIT_RX | USMC_WAIT_TX);
@@ -71,6 +72,7 @@ static void reg_moved(struct usmc_epreg *r)
 	const struct usmc_sock *sk = r->sk;
 
 	r->edge = false;
+	r->seen_ev = 0;
 	r->seen_prod = LOAD_RELAXED(&sk->sh->rx_cons);
 	r->seen_pflags = LOAD_ACQUIRE(&sk->rx_p->flags);
 	r->seen_cflags = LOAD_ACQUIRE(&sk->tx_c->flags);

@@ -59,6 +59,9 @@ struct usmc_epreg {
 	uint32_t arm_seq[3];		/* ... as usmc_arm_seq() returned it */
 	uint8_t idle;			/* watch passes without news */
 	bool edge;			/* an event arrived since last reported (ET) */
+	bool tcp_edge;			/* the TCP entry fired since (ET news if it adds
+					 * to seen_ev: epoll_ready.c reg_news) */
+	uint32_t seen_ev;		/* the events last reported */
 	uint64_t reported;		/* epoll_wait call that last reported it */
 	bool tcp_out;			/* TCP entry watches EPOLLOUT (connect completion) */
 	uint64_t tcp_since;		/* ep->harvests when the TCP entry went in */

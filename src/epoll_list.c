@@ -68,7 +68,7 @@ void ep_tcp_event(struct usmc_epreg *r)
 
 	for (s = r->sk->epregs; s; s = s->sk_next)
 		if (s->ep == r->ep && s->translated)
-			s->edge = true;
+			s->tcp_edge = true;
 	if (r->tcp_out && !sk_flag(r->sk, SKF_CONNECTING) &&
 	    sk_mode(r->sk) != USMC_MODE_MIGRATING) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r, EP_TAG_TCP) };

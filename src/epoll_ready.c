@@ -39,6 +39,13 @@ static bool reg_news(const struct usmc_epreg *r, uint32_t ev)
 
 	if (r->edge)
 		return true;
+	/* The TCP entry's event is news only when it tells what the rings
+	 * did not: a peer gone without a word there (killed), a reset, a
+	 * connect's end, bytes on TCP while moving.  A close the rings told
+	 * already, whose FIN then fires the entry, is one edge, as TCP's
+	 * (tokio's reactor saw the peer's close twice). */
+	if (r->tcp_edge && ((ev & ~r->seen_ev) || sk_mode(sk) == USMC_MODE_MIGRATING))
+		return true;
 	if ((r->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) &&
 	    (LOAD_ACQUIRE(&sk->rx_p->prod) != r->seen_prod ||
 	     LOAD_ACQUIRE(&sk->rx_p->flags) != r->seen_pflags))
@@ -136,7 +143,8 @@ uint32_t ep_reg_report(struct usmc_epreg *r)
 	r->seen_cflags = before.cflags;
 	if (ev & (EPOLLOUT | EPOLLWRNORM))
 		r->seen_nospace = before.nospace;
-	r->edge = false;
+	r->edge = r->tcp_edge = false;
+	r->seen_ev = ev;
 	return ev;
 }
 

@@ -8,6 +8,11 @@
  *                  nothing (not when the shared-memory path settles, not
  *                  when the peer takes bytes of a writer that never filled
  *                  its buffer)
+ *   close_edge_after   the peer's close, to an EPOLLIN|EPOLLOUT|EPOLLRDHUP|
+ *   close_edge_before  EPOLLET registration made after it or before it:
+ *                  one report, then nothing (the rings' close and the
+ *                  TCP entry's FIN were two edges: tokio's reactor saw
+ *                  the close twice)
  *   full_edge      an edge-triggered writer that filled its buffer gets
  *                  EPOLLOUT once the reader made room
  *   undecided      a server connection accepted before its client's
@@ -433,7 +438,42 @@ static void check_poll_epfd(void)
 	close(epfd);
 }
 
+static void close_edge(bool after)
+{
+	uint32_t want = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+	struct epoll_event ev[8];
+	int c, s, ep = ep_new(), n;
+
+	t_pair_smc(&c, &s);
+	t_xfer(s, c, "x");
+	if (!after)
+		ep_add(ep, c, want | EPOLLET, 1);
+	close(s);
+	usleep(100 * 1000);	/* the FIN is in c's kernel socket */
+	if (after)
+		ep_add(ep, c, want | EPOLLET, 1);
+	n = ep_wait(ep, ev, 8, EV_MS);
+	t_assert(n == 1 && (ev[0].events & want) == want, "the close: %d events, first %#x", n,
+		 n ? ev[0].events : 0);
+	expect_none(ep);
+	expect_none(ep);
+	close(c);
+	close(ep);
+}
+
+static void check_close_edge_after(void)
+{
+	close_edge(true);
+}
+
+static void check_close_edge_before(void)
+{
+	close_edge(false);
+}
+
 static const struct t_check checks[] = {
+	{ "close_edge_after", check_close_edge_after },
+	{ "close_edge_before", check_close_edge_before },
 	{ "connect_edge", check_connect_edge },
 	{ "full_edge", check_full_edge },
 	{ "order", check_order },
