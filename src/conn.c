@@ -41,19 +41,17 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 
 void usmc_conn_stats_close(struct usmc_sock *sk)
 {
-	struct usmc_stats_conn *st = sk->st;
-	uint64_t start = sk->st_start;
 	uint32_t idx = atomic_exchange(&sk->sh->st_idx, 0);
+	struct usmc_stats_conn *last = idx ? usmc_stats_conn_at(idx - 1) : NULL;
 
-	/* A copy forked while another thread was connecting, before the
-	 * entry was made, knows it only from here (a forking server whose
-	 * client is a thread of its own: the child that left last left the
-	 * entry listed). */
-	if (!st && idx) {
-		st = usmc_stats_conn_at(idx - 1);
-		start = LOAD_RELAXED(&sk->sh->st_start);
-	}
-	usmc_stats_conn_free(st, start);
+	usmc_stats_conn_free(sk->st, sk->st_start);
+	/* The connection's latest entry, whoever made it, goes with it too
+	 * (once: the start check): an adopter's after a hand-over, or ours
+	 * when this copy was forked before we made it (a forking server
+	 * whose client is a thread of its own: the child that left last
+	 * left the entry listed). */
+	if (last && last != sk->st)
+		usmc_stats_conn_free(last, LOAD_RELAXED(&sk->sh->st_start));
 	sk->st = NULL;
 }
 

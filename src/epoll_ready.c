@@ -39,12 +39,15 @@ static bool reg_news(const struct usmc_epreg *r, uint32_t ev)
 
 	if (r->edge)
 		return true;
-	/* The TCP entry's event is news only when it tells what the rings
-	 * did not: a peer gone without a word there (killed), a reset, a
-	 * connect's end, bytes on TCP while moving.  A close the rings told
-	 * already, whose FIN then fires the entry, is one edge, as TCP's
-	 * (tokio's reactor saw the peer's close twice). */
-	if (r->tcp_edge && ((ev & ~r->seen_ev) || sk_mode(sk) == USMC_MODE_MIGRATING))
+	/* The TCP entry's event is news unless the rings told the close
+	 * already (the last report saw their FIN or reset) and it adds no
+	 * event: that FIN firing the entry is the same close, one edge as
+	 * TCP's (tokio's reactor saw the peer's close twice).  A peer gone
+	 * without a word in the rings (killed), a reset, a connect's end,
+	 * bytes on TCP while moving: news, even when the events are the
+	 * ones last reported (EPOLLIN for data, then for the EOF). */
+	if (r->tcp_edge && (!(r->seen_pflags & (CDC_F_DONE | CDC_F_ABORT)) || (ev & ~r->seen_ev) ||
+			    sk_mode(sk) == USMC_MODE_MIGRATING))
 		return true;
 	if ((r->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) &&
 	    (LOAD_ACQUIRE(&sk->rx_p->prod) != r->seen_prod ||

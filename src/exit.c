@@ -149,16 +149,22 @@ dropped:
  * released one listener at once, and the exit freed a shared half the
  * close had taken away, SIGSEGV).  A reference of ours keeps the object
  * and its shared half ours until we are done: a close that came before
- * it released the socket itself (we skip it), one after it leaves the
- * last reference to us, and its release runs here, as it would have
- * there (its share gone already when exit_dropped says so).
+ * it released the socket itself (we skip it; so we do a descriptor no
+ * longer the socket's).  One after it leaves the last reference to us,
+ * and it stays taken: the release could wait (a proposal, a byte owed)
+ * or take a lock a handler interrupted, and the process is ending; the
+ * kernel's FIN tells the peer, as for a socket a thread left open.
  */
 static void exit_sock(int fd, struct usmc_sock *sk, void *arg)
 {
+	struct usmc_sock *now;
+
 	if (!usmc_sock_get_live(sk))
 		return;
-	exit_one(fd, sk, arg);
-	usmc_sock_put(sk);
+	now = usmc_fd_peek(fd);
+	if (now && now == sk)
+		exit_one(fd, now, arg);
+	local_fetch_add_int(&sk->ref, -1);
 }
 
 void usmc_socks_exit(bool settle)

@@ -172,9 +172,10 @@ static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
  * sk became a listener here (listen(), or the first accept() on a socket
  * another holder made one): join its publication, or make it.
  */
-static void publish(struct usmc_sock *sk, int fd)
+/* true: the record and index are this call's own (not joined). */
+static bool publish(struct usmc_sock *sk, int fd)
 {
-	bool locked, fixed = false;
+	bool locked, fixed = false, created = false;
 	uint64_t ino;
 	int rc, off;
 
@@ -183,11 +184,11 @@ static void publish(struct usmc_sock *sk, int fd)
 	 * (usmc_clc_ln_off), so turning it on needs no restart. */
 	off = usmc_policy_check(sk->bound.port, &fixed);
 	if (off && fixed)
-		return;
+		return false;
 	rc = usmc_registry_attach();
 	if (rc) {
 		not_registered(sk, rc);
-		return;
+		return false;
 	}
 	ino = sock_ino(fd);
 	pthread_mutex_lock(&sk->lock);
@@ -201,6 +202,7 @@ static void publish(struct usmc_sock *sk, int fd)
 				 fd);
 		} else {
 			publish_new(sk, fd, ino);
+			created = sk->lst != NULL;
 		}
 	}
 	if (sk->lst)
@@ -212,6 +214,7 @@ static void publish(struct usmc_sock *sk, int fd)
 		usmc_listen_defer(sk, fd);
 		usmc_stats_attach();
 	}
+	return created;
 }
 
 void usmc_listen_defer(struct usmc_sock *sk, int fd)
@@ -269,18 +272,26 @@ static bool listen_early(const struct usmc_sock *sk, int fd)
  */
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog)
 {
-	bool early = listen_early(sk, fd);
+	bool early = listen_early(sk, fd), created = false;
 	int rc, err;
 
 	if (early && become_listener(sk, fd))
-		publish(sk, fd);
+		created = publish(sk, fd);
 	rc = real.listen(fd, backlog);
 	if (rc) {
 		err = errno;
 		if (early) {
-			usmc_listen_release(sk);
+			/* A record another holder published stays its own. */
+			pthread_mutex_lock(&sk->lock);
+			if (created) {
+				usmc_listen_release(sk);
+			} else if (sk->lst) {
+				usmc_clc_ln_put(sk->lst);
+				sk->lst = NULL;
+			}
 			sk->kind = SK_TCP;
 			sk->lst_reason = 0;
+			pthread_mutex_unlock(&sk->lock);
 		}
 		errno = err;
 		return rc;

@@ -195,6 +195,7 @@ int usmc_connect_settle(struct usmc_sock *sk, int fd, unsigned int revents)
 
 		usmc_conn_unbind_slot(sk, !withdrawn);
 		usmc_sock_set_tcp(sk, USMC_R_NONE);
+		usmc_conn_uncount(sk);	/* never a connection on shared memory */
 	}
 	pthread_mutex_unlock(&sk->lock);
 	return USMC_CONNECT_FAILED;
@@ -237,6 +238,7 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 		sk_clear_flag(sk, SKF_CONNECTING | SKF_WAKE_SEND);
 		usmc_conn_unbind_slot(sk, false);
 		usmc_sock_set_tcp(sk, USMC_R_NONE);
+		usmc_conn_uncount(sk);
 		moved = true;
 	}
 	pthread_mutex_unlock(&sk->lock);

@@ -13,6 +13,11 @@
  *                  one report, then nothing (the rings' close and the
  *                  TCP entry's FIN were two edges: tokio's reactor saw
  *                  the close twice)
+ *   killed_edge    EPOLLIN|EPOLLOUT|EPOLLET without EPOLLRDHUP (Boost.Asio),
+ *                  data reported and read to EAGAIN, then the peer is
+ *                  killed: its FIN is an EPOLLIN edge (EOF), though the
+ *                  events are the ones reported for the data (a review:
+ *                  the edge fix above would have lost it: a hang)
  *   full_edge      an edge-triggered writer that filled its buffer gets
  *                  EPOLLOUT once the reader made room
  *   undecided      a server connection accepted before its client's
@@ -471,7 +476,45 @@ static void check_close_edge_before(void)
 	close_edge(false);
 }
 
+static void check_killed_edge(void)
+{
+	struct epoll_event ev[8];
+	uint16_t port;
+	int lfd = t_listen(&port), ep = ep_new(), s, n;
+	pid_t pid;
+	char b[8];
+
+	pid = t_fork_helper();
+	if (pid == 0) {
+		int c = t_connect(port);
+
+		t_write_all(c, "x", 1);
+		pause();
+		_exit(0);
+	}
+	s = t_ok(accept4(lfd, NULL, NULL, SOCK_NONBLOCK));
+	ep_add(ep, s, EPOLLIN | EPOLLOUT | EPOLLET, 1);
+	/* Writable first, then the byte, or both at once. */
+	do
+		n = ep_wait(ep, ev, 8, EV_MS);
+	while (n == 1 && !(ev[0].events & EPOLLIN));
+	t_assert(n == 1 && (ev[0].events & EPOLLIN), "the byte: %d events", n);
+	t_assert(read(s, b, sizeof(b)) == 1, "read the byte");
+	t_assert(read(s, b, sizeof(b)) < 0 && errno == EAGAIN, "drained");
+	t_assert_smc(s);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	n = ep_wait(ep, ev, 8, EV_MS);
+	t_assert(n == 1 && (ev[0].events & EPOLLIN), "the peer's death: %d events", n);
+	t_assert(read(s, b, sizeof(b)) == 0, "EOF after the peer's death");
+	t_smc_pairs++;
+	close(s);
+	close(lfd);
+	close(ep);
+}
+
 static const struct t_check checks[] = {
+	{ "killed_edge", check_killed_edge },
 	{ "close_edge_after", check_close_edge_after },
 	{ "close_edge_before", check_close_edge_before },
 	{ "connect_edge", check_connect_edge },
