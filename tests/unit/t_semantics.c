@@ -247,8 +247,9 @@ static const struct scenario scenarios[] = {
 	{ "early_data", early_data_s, early_data_c, S_OWN_ACCEPT, 2 },
 	{ "inet_opts", inet_opts_s, inet_opts_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "refused", refused_s, refused_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
-	/* 1: the client counts its endpoint once its proposal is posted. */
-	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 1 },
+	/* Refused: never a connection, on shared memory or TCP (its
+	 * proposal was counted once, and stayed counted). */
+	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 0 },
 	{ "exit_unanswered", exit_unanswered_s, exit_unanswered_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "exit_threads", gone_idle_s, exit_threads_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "killed_idle", gone_idle_s, killed_idle_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
