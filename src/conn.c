@@ -13,7 +13,6 @@
 #include "sock.h"
 #include "sys.h"
 
-
 void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 {
 	struct usmc_stats_conn *st;

@@ -228,14 +228,20 @@ void usmc_listen_defer(struct usmc_sock *sk, int fd)
 }
 
 /* Our bound address and listener kind, from the kernel's socket. */
-static bool become_listener(struct usmc_sock *sk, int fd)
+/* The address fd is bound to: 0, or -1 if it cannot be told. */
+static int bound_addr(int fd, struct usmc_addr *a)
 {
 	struct sockaddr_storage ss = { 0 };
 	socklen_t sslen = sizeof(ss);
 
+	return getsockname(fd, (struct sockaddr *)&ss, &sslen) ||
+	       usmc_addr_from_sa(a, (struct sockaddr *)&ss, sslen) ? -1 : 0;
+}
+
+static bool become_listener(struct usmc_sock *sk, int fd)
+{
 	sk->kind = SK_LISTEN;
-	return !getsockname(fd, (struct sockaddr *)&ss, &sslen) &&
-	       !usmc_addr_from_sa(&sk->bound, (struct sockaddr *)&ss, sslen);
+	return !bound_addr(fd, &sk->bound);
 }
 
 /*
@@ -251,10 +257,8 @@ static bool listen_early(const struct usmc_sock *sk, int fd)
 	struct usmc_addr a;
 	int acc = 1;
 
-	if (sk->kind != SK_TCP || getsockname(fd, (struct sockaddr *)&ss, &len) ||
-	    usmc_addr_from_sa(&a, (struct sockaddr *)&ss, len) || !a.port)
+	if (sk->kind != SK_TCP || bound_addr(fd, &a) || !a.port)
 		return false;
-	len = sizeof(ss);
 	if (!getpeername(fd, (struct sockaddr *)&ss, &len) || errno != ENOTCONN)
 		return false;
 	len = sizeof(acc);
