@@ -92,29 +92,75 @@ int usmc_bind_getsockopt(struct usmc_sock *sk, int fd, int name, void *val, sock
 	return 0;
 }
 
-/* The kernel took the program's value: remember it, and leave the kernel
- * our mark, no more and no less: on a listener that published, and on a
- * client or a server that accepted; never on a listener (what it accepts
- * would say it decided before it did, accept.c shows the program its
- * value) nor on a server end that did not decide. */
-void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len)
+/* The program's value as the kernel parses it (an int, or one byte when
+ * it gives less; nothing read for no length), and the kernel's errors for
+ * its pointer and length: set on a scratch inet socket, so the kernel
+ * reads the program's memory and never we.  Out of descriptors: read it
+ * ourselves (a program at its limit passing a bad pointer faults). */
+static int app_value(int name, const void *val, socklen_t len, int *v)
 {
-	static const int zero = 0;
-	int v = len >= sizeof(int) ? *(const int *)val : len ? *(const unsigned char *)val : 0;
-	bool decided = sk->kind == SK_CONN && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_SMCD);
+	socklen_t l = sizeof(*v);
+	int s, rc;
 
-	if (v)
-		sk_set_flag(sk, app_flag(name));
-	else
-		sk_clear_flag(sk, app_flag(name));
-	if (name == IP_BIND_ADDRESS_NO_PORT) {
-		if (sk->kind == SK_LISTEN && sk->lst)
-			usmc_bind_mark(fd, USMC_BIND_LISTENER);
-	} else if (decided) {
-		usmc_bind_mark(fd, USMC_BIND_DECIDED);
-	} else if (v && (sk->kind == SK_LISTEN || sk->kind == SK_CONN)) {
-		real.setsockopt(fd, SOL_IP, name, &zero, sizeof(zero));
+	s = (int)usmc_sys(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		if (!val && len)
+			return -EFAULT;
+		*v = len >= sizeof(int) ? *(const int *)val : len ? *(const unsigned char *)val : 0;
+		return 0;
 	}
+	rc = (int)usmc_sys6(SYS_setsockopt, s, SOL_IP, name, (long)val, len, 0);
+	if (!rc)
+		rc = (int)usmc_sys6(SYS_getsockopt, s, SOL_IP, name, (long)v, (long)&l, 0);
+	sys_close(s);
+	return rc;
+}
+
+/*
+ * setsockopt() of a mark option on one of our sockets: remember the
+ * program's value, and give the kernel our mark, no more and no less, in
+ * one write: a mark is never off for an instant (a client proving our
+ * accept, or a listener's end, at that instant would move to TCP while we
+ * use the ring).  NO_PORT: on a listener that published, and kept on what
+ * it accepted (the kernel copied it); a client's is the program's (it
+ * changes what its bind does).  RFC4884: on a client or a server that
+ * accepted; never on a listener (what it accepts would say it decided
+ * before it did, accept.c shows the program its value) nor on a server
+ * end that did not decide.  Under sk->lock: a server deciding in another
+ * thread marks under it (accept.c).  0 or -1 with errno, as the kernel.
+ */
+int usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len)
+{
+	int v = 0, want, cur = 0, rc;
+	socklen_t l = sizeof(cur);
+
+	rc = app_value(name, val, len, &v);
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	pthread_mutex_lock(&sk->lock);
+	want = v ? 1 : 0;
+	if (name == IP_BIND_ADDRESS_NO_PORT) {
+		bool kept = sk->kind == SK_CONN && sk->role == 'S' &&
+			    !real.getsockopt(fd, SOL_IP, name, &cur, &l) && cur;
+
+		if ((sk->kind == SK_LISTEN && sk->lst) || kept)
+			want = 1;
+	} else if (sk->kind == SK_CONN && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_SMCD)) {
+		want = 1;
+	} else if (sk->kind == SK_LISTEN || sk->kind == SK_CONN) {
+		want = 0;
+	}
+	rc = real.setsockopt(fd, SOL_IP, name, &want, sizeof(want));
+	if (!rc) {
+		if (v)
+			sk_set_flag(sk, app_flag(name));
+		else
+			sk_clear_flag(sk, app_flag(name));
+	}
+	pthread_mutex_unlock(&sk->lock);
+	return rc;
 }
 
 static int sockopt_marks(const struct inet_diag_sockopt *o)

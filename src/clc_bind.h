@@ -28,7 +28,8 @@ int usmc_bind_mark(int fd, int mark);
 bool usmc_bind_is_mark_option(int level, int name);
 struct usmc_sock;
 int usmc_bind_getsockopt(struct usmc_sock *sk, int fd, int name, void *val, socklen_t *len);
-void usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len);
+/* setsockopt() of a mark option: 0 or -1 with errno, as the kernel. */
+int usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len);
 
 /*
  * Does the other end of our connection local -> peer carry mark?  1 yes,

@@ -655,12 +655,12 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	int rc;
 
 	ENSURE_REAL(setsockopt);
-	rc = real.setsockopt(fd, level, name, val, len);
-	if (unlikely(usmc_bind_is_mark_option(level, name)) && !rc && (sk = usmc_fd_get(fd))) {
-		usmc_bind_setsockopt(sk, fd, name, val, len);
+	if (unlikely(usmc_bind_is_mark_option(level, name)) && (sk = usmc_fd_get(fd))) {
+		rc = usmc_bind_setsockopt(sk, fd, name, val, len);
 		usmc_sock_put(sk);
 		return rc;
 	}
+	rc = real.setsockopt(fd, level, name, val, len);
 	if (rc || (level != SOL_SOCKET && (level != IPPROTO_TCP ||
 					   (name != TCP_DEFER_ACCEPT && name != TCP_FASTOPEN_CONNECT &&
 					    name != TCP_INQ))))

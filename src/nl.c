@@ -5,6 +5,7 @@
 #include "nl.h"
 #include "sys.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -19,6 +20,11 @@ void usmc_nl_close(int s)
 	sys_close(s);
 }
 
+/* Each request its own number: an answer left unread on a socket (a
+ * signal ended the recvfrom that waited for it) is never taken for the
+ * answer to the next request, which asked about another socket. */
+static uint32_t nl_seq;
+
 int usmc_nl_ask(int s, struct nlmsghdr *req, char *buf, size_t size, struct nlmsghdr **out)
 {
 	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
@@ -26,7 +32,7 @@ int usmc_nl_ask(int s, struct nlmsghdr *req, char *buf, size_t size, struct nlms
 	long n;
 
 	req->nlmsg_flags = NLM_F_REQUEST;
-	req->nlmsg_seq = 1;
+	req->nlmsg_seq = __atomic_add_fetch(&nl_seq, 1, __ATOMIC_RELAXED);
 	n = usmc_sys6(SYS_sendto, s, (long)req, req->nlmsg_len, 0, (long)&k, sizeof(k));
 	if (n < 0)
 		return (int)n;

@@ -210,6 +210,7 @@ static size_t drain_pat(int fd, uint32_t id, size_t bufsz)
 /* The scenario functions live in two topic headers (this file only). */
 #include "semantics_io.h"
 #include "semantics_conn.h"
+#include "semantics_opts.h"
 
 static const struct scenario scenarios[] = {
 	{ "basic_io", basic_io_s, basic_io_c, 0, 2 },
@@ -246,6 +247,7 @@ static const struct scenario scenarios[] = {
 	  2 * WRITE_CLOSE_N },
 	{ "early_data", early_data_s, early_data_c, S_OWN_ACCEPT, 2 },
 	{ "inet_opts", inet_opts_s, inet_opts_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
+	{ "inet_opts_early", inet_opts_early_s, inet_opts_early_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "refused", refused_s, refused_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	/* Refused: never a connection, on shared memory or TCP (its
 	 * proposal was counted once, and stayed counted). */
