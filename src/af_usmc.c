@@ -87,7 +87,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	if (!reason && sk_flag(sk, SKF_ASYNC))
 		reason = USMC_R_ASYNC_IO;
 	if (!reason)
-		reason = usmc_lgr_slot_get(ln->id, dev, &l, &slot, &gen);
+		reason = usmc_lgr_slot_get(ln->id, dev, usmc_clc_ln_fit(ln), &l, &slot, &gen);
 	if (!reason && (rc = usmc_conn_bind_slot(sk, l, slot, gen, true))) {
 		usmc_lgr_slot_put(l, slot, gen, false);
 		reason = rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT : USMC_R_MEM;

@@ -147,7 +147,13 @@ struct usmc_clc_index {
 	 * listener has TCP_DEFER_ACCEPT: the kernel wakes accept() only once
 	 * TCP data came, and a proposed client sends none otherwise. */
 	_Atomic uint32_t wake_always;
-	uint8_t __hdr_pad[4096 - 44 - 24 * USMC_CLC_CONNECTING];
+	/* Non-zero: the most KiB one link group's rings may reserve, the
+	 * least any server process of the listener can map (its address-space
+	 * limit: lgr.c usmc_lgr_fit); clients size theirs to it.  A forged
+	 * value only changes the sizes of new link groups (or sends new
+	 * connections to TCP, limit_reached). */
+	_Atomic uint32_t lgr_fit_kib;
+	uint8_t __hdr_pad[4096 - 48 - 24 * USMC_CLC_CONNECTING];
 	struct usmc_clc_entry e[USMC_CLC_PORTS][USMC_CLC_WAYS];
 };
 
@@ -210,6 +216,10 @@ void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason);
 /* Server: clients must (or need not) send the wake byte: the listener's
  * TCP_DEFER_ACCEPT (clc.h wake_always). */
 void usmc_clc_ln_wake_always(struct usmc_clc_ln *ln, bool on);
+/* Server: lower the listener's link-group fit to bytes (usmc_lgr_fit, 0:
+ * none), if it is less.  Client: what it is now, in bytes (0: none). */
+void usmc_clc_ln_fit_lower(struct usmc_clc_ln *ln, size_t bytes);
+size_t usmc_clc_ln_fit(const struct usmc_clc_ln *ln);
 /* The reason our own listener declines for now, or 0. */
 int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln);
 

@@ -148,6 +148,22 @@ void usmc_clc_ln_wake_always(struct usmc_clc_ln *ln, bool on)
 		STORE_RELEASE(&ln->idx->wake_always, on ? 1u : 0u);
 }
 
+void usmc_clc_ln_fit_lower(struct usmc_clc_ln *ln, size_t bytes)
+{
+	uint32_t kib = (uint32_t)MIN(MAX(bytes >> 10, (size_t)1), (size_t)UINT32_MAX);
+	uint32_t cur = LOAD_RELAXED(&ln->idx->lgr_fit_kib);
+	unsigned int tries;
+
+	for (tries = 0; bytes && tries < CLC_CAS_TRIES && (!cur || kib < cur); tries++)
+		if (atomic_compare_exchange_weak(&ln->idx->lgr_fit_kib, &cur, kib))
+			return;
+}
+
+size_t usmc_clc_ln_fit(const struct usmc_clc_ln *ln)
+{
+	return (size_t)LOAD_RELAXED(&ln->idx->lgr_fit_kib) << 10;
+}
+
 int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln)
 {
 	uint32_t d = LOAD_RELAXED(&ln->idx->degraded);

@@ -77,6 +77,7 @@ static int copy_setup(struct usmc_lgr *l)
 		return -ENOMEM;
 	}
 	p->guard = usmc_guard_add(p->base, p->len);
+	l->dev_as = p->len;		/* a second mapping of the file */
 	for (k = 0; k < l->nslots; k++)
 		if (mprotect(usmc_lgr_ring(l, k, dir), l->ring_size, PROT_NONE)) {
 			rc = -errno;

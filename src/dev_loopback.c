@@ -198,6 +198,10 @@ int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot)
 		rc = -EPERM;
 		goto err;
 	}
+	if ((uint64_t)st.st_size > l->map_max) {
+		rc = -E2BIG;
+		goto err;
+	}
 	/* An owner that truncates the file later turns our accesses into
 	 * SIGBUS; guard.c maps zero pages over the hole and poisons the link
 	 * group (docs/reliability.md). */

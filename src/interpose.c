@@ -27,6 +27,7 @@
 #include "registry.h"
 #include "rx.h"
 #include "sandbox.h"
+#include "scm_peer.h"
 #include "shed.h"
 #include "sigrestart.h"
 #include "sock.h"
@@ -48,9 +49,6 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
-
-
-
 
 void usmc_tcp_count(struct usmc_sock *sk, ssize_t n, bool tx)
 {
@@ -175,7 +173,7 @@ EXPORT int listen(int fd, int backlog)
 	if (!sk)
 		sk = adopt(fd);
 	if (!sk)
-		return real.listen(fd, backlog);
+		return usmc_scm_listen(fd, backlog);
 	rc = usmc_sock_listen(sk, fd, backlog);
 	usmc_sock_put(sk);
 	return rc;
@@ -710,7 +708,6 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 }
 
 /* ---- process lifetime ------------------------------------------------- */
-
 
 /* fork() as our wrapper runs it, and vfork() (for_exec: the child only
  * execs or exits). */

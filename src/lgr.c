@@ -53,20 +53,74 @@ static size_t lgr_rings_bytes(uint32_t nslots, uint32_t ring_size)
 	return (size_t)nslots * 2 * ring_size;
 }
 
-static bool lgr_as_fits(size_t more)
+/* What this process may still map for link groups: SIZE_MAX without a
+ * limit, else its share of RLIMIT_AS less what it mapped. */
+static size_t lgr_as_left(void)
 {
 	struct rlimit rl;
+	size_t budget, mapped = LOAD_RELAXED(&lgr_as_mapped);
 
 	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
-		return true;
-	return LOAD_RELAXED(&lgr_as_mapped) + more <= rl.rlim_cur / LGR_AS_SHARE;
+		return SIZE_MAX;
+	budget = (size_t)(rl.rlim_cur / LGR_AS_SHARE);
+	return budget > mapped ? budget - mapped : 0;
+}
+
+static bool lgr_as_fits(size_t more)
+{
+	return more <= lgr_as_left();
+}
+
+/*
+ * Under a finite limit, one link group's rings take at most a quarter of
+ * the share (LGR_FIT_SPLIT): that many peers' link groups fit at once,
+ * each with fewer slots (lgr_geometry_fit).  A limited server publishes
+ * it in its listener's index, where its clients read it (clc_ln.c): under
+ * Dovecot's default vsz_limit (256 MiB) that is 8 MiB, one slot, where a
+ * default link group (512 MiB) sent every connection to TCP.  Read at
+ * most once a second.
+ */
+#define LGR_FIT_SPLIT	4
+#define LGR_FIT_TTL_NS	1000000000ull
+static _Atomic size_t fit_cur;		/* SIZE_MAX: no limit; 0: not read yet */
+static _Atomic uint64_t fit_at;
+
+size_t usmc_lgr_fit(void)
+{
+	size_t v = LOAD_RELAXED(&fit_cur);
+	uint64_t now = usmc_now_ns();
+	struct rlimit rl;
+
+	if (likely(v) && now - LOAD_RELAXED(&fit_at) < LGR_FIT_TTL_NS)
+		return v == SIZE_MAX ? 0 : v;
+	v = getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX :
+	    MAX((size_t)(rl.rlim_cur / LGR_AS_SHARE / LGR_FIT_SPLIT), (size_t)1);
+	STORE_RELAXED(&fit_cur, v);
+	STORE_RELAXED(&fit_at, now);
+	return v == SIZE_MAX ? 0 : v;
+}
+
+/*
+ * The slots of a new link group whose rings may reserve at most max bytes
+ * (0: no bound): the configured number, halved until they fit; 0 if not
+ * even one does.  Never smaller rings: a ring's window is what a writer
+ * can queue with nobody reading, which TCP makes 4 MiB here, and a
+ * program that counts on it would hang on less.
+ */
+static uint32_t lgr_geometry_fit(size_t max, uint32_t ring)
+{
+	uint32_t nslots = (uint32_t)usmc_opt.lgr_slots;
+
+	while (max && nslots && lgr_rings_bytes(nslots, ring) > max)
+		nslots /= 2;
+	return nslots;
 }
 
 /* The link group is mapped: count it, or -E2BIG if it does not fit (an
  * adopted one always does: its connection exists already). */
 static int lgr_as_take(struct usmc_lgr *l, bool check)
 {
-	size_t n = l->size + l->sndbuf_size;
+	size_t n = l->size + l->sndbuf_size + l->dev_as;
 
 	if (check && !lgr_as_fits(n))
 		return -E2BIG;
@@ -86,6 +140,7 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner, const struct usmc_dev
 	l->pid = usmc_getpid();
 	l->mem_fd = -1;
 	l->guard = -1;
+	l->map_max = SIZE_MAX;
 	l->bell_own = l->bell_peer = -1;
 	l->dev = dev;
 	pthread_mutex_init(&l->lock, NULL);
@@ -231,17 +286,24 @@ static int lgr_claim(struct usmc_lgr *l, uint32_t *gen)
 	return -1;
 }
 
-int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usmc_lgr **out,
-		      uint32_t *slot, uint32_t *gen)
+int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, size_t peer_fit,
+		      struct usmc_lgr **out, uint32_t *slot, uint32_t *gen)
 {
+	size_t own_fit = usmc_lgr_fit();
+	uint32_t ring = (uint32_t)usmc_opt.ring_size, nslots;
 	struct usmc_lgr *l;
 	pid_t me = usmc_getpid();
 	int s, rc;
 
+	/* Sized for the tighter of our limit and the server's. */
+	nslots = lgr_geometry_fit(!own_fit ? peer_fit : !peer_fit ? own_fit :
+				  MIN(own_fit, peer_fit), ring);
+	if (!nslots)
+		return USMC_R_LIMIT;
 	pthread_mutex_lock(&lgr_list_lock);
 	for (l = lgr_list; l; l = l->next) {
 		if (!l->owner || l->pid != me || l->ln_id != ln_id || l->dev != dev ||
-		    l->ring_size != (uint32_t)usmc_opt.ring_size)
+		    l->ring_size != ring || l->nslots > nslots)
 			continue;
 		s = lgr_claim(l, gen);
 		if (s >= 0)
@@ -254,8 +316,8 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usm
 	if (!l)
 		return USMC_R_MEM;
 	l->ln_id = ln_id;
-	l->nslots = (uint32_t)usmc_opt.lgr_slots;
-	l->ring_size = (uint32_t)usmc_opt.ring_size;
+	l->nslots = nslots;
+	l->ring_size = ring;
 	if (!lgr_as_fits(lgr_rings_bytes(l->nslots, l->ring_size))) {
 		free(l);
 		return USMC_R_LIMIT;
@@ -377,15 +439,13 @@ int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr 
 	rc = -EBADMSG;
 	if (!dev)
 		goto out_fd;
-	/* Before mapping it (a refused mmap would read as out_of_memory):
-	 * peers usually share the geometry; lgr_as_take checks the real one. */
-	rc = -E2BIG;
-	if (!lgr_as_fits(lgr_rings_bytes((uint32_t)usmc_opt.lgr_slots, (uint32_t)usmc_opt.ring_size)))
-		goto out_fd;
 	rc = -ENOMEM;
 	l = lgr_alloc(id, false, dev);
 	if (!l)
 		goto out_fd;
+	/* The device refuses a bigger one before mapping it (a refused
+	 * mmap would read as out_of_memory); lgr_as_take counts the rest. */
+	l->map_max = lgr_as_left();
 	rc = l->dev->lgr_attach(l);
 	if (rc == -ENOENT && mem_fd >= 0) {
 		usmc_ifd_mark(mem_fd);	/* usmc's own from now on */

@@ -66,6 +66,10 @@ struct usmc_lgr {
 	uint8_t *sndbuf;		/* unmapped devices: our side's sndbufs (lgr.c) */
 	size_t sndbuf_size;
 	size_t as_bytes;		/* counted in the address-space budget (lgr.c) */
+	size_t dev_as;			/* what the device maps of its own (counted too) */
+	size_t map_max;			/* attach: the device maps no bigger file
+					 * (-E2BIG: the address-space budget;
+					 * SIZE_MAX: any) */
 	int refs;			/* connections + cache reference (lgr_lock) */
 	uint64_t idle_since_ns;
 	struct usmc_lgr_bell *bells;	/* [nslots] */
@@ -128,9 +132,13 @@ static inline uint8_t *usmc_lgr_sndbuf(struct usmc_lgr *l, uint32_t slot)
 }
 
 /* Client: a fresh slot towards listener ln_id on device dev (a link group
- * of that device; created if none has room). */
-int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, struct usmc_lgr **out,
-		      uint32_t *slot, uint32_t *gen);
+ * of that device; created if none has room, its rings reserving at most
+ * peer_fit bytes if not 0: the server's usmc_lgr_fit). */
+int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, size_t peer_fit,
+		      struct usmc_lgr **out, uint32_t *slot, uint32_t *gen);
+/* The most one link group's rings may reserve in this process: 0 without
+ * an address-space limit (lgr.c). */
+size_t usmc_lgr_fit(void);
 /* Client: the connection on slot/gen is gone here; server_attached says
  * whether the server may still be using it. */
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);

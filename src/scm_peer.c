@@ -22,9 +22,18 @@
  *    posix_spawn child inherits, and every UNIX socket passed in a message
  *    (its receiver is unknown), is tainted for good.
  *
+ *  - a UNIX listener bound to a path: its file's identity (UNIX_DIAG_VFS,
+ *    which every socket it accepts carries too) is announced by every usmc
+ *    process that listens on it or inherits it from a usmc image, and
+ *    tainted as its inode is.  While no program without libusmc holds
+ *    it, whoever accepts from it runs libusmc: a connection to it may
+ *    carry tickets before any process accepted it (Dovecot's imap-login
+ *    hands each client to an imap process the master starts on demand).
+ *
  * The sender asks the kernel for the inode of its socket's peer (sock_diag,
- * UNIX_DIAG_PEER) and adds its descriptors only if a live process
- * announced that inode and nobody tainted it.  Otherwise the sockets move to
+ * UNIX_DIAG_PEER, and that peer's UNIX_DIAG_VFS) and adds its descriptors
+ * only if a live process announced that inode, or the listener's file the
+ * peer was accepted from, and nobody tainted either.  Otherwise the sockets move to
  * TCP before they leave, as they always did.  What is not covered (a
  * receiver that execs a program without libusmc after the message was
  * queued, a holder that got the socket outside libusmc) is in
@@ -47,8 +56,12 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 bool usmc_scm_unix_ino(int fd, uint64_t *ino)
 {
@@ -65,6 +78,32 @@ bool usmc_scm_unix_ino(int fd, uint64_t *ino)
 		return false;
 	*ino = (uint64_t)st.st_ino;
 	return true;
+}
+
+/*
+ * A socket file's identity among the announced and tainted inodes: its
+ * device and inode with the top bit set (a socket's own inode, from
+ * sockfs, fits in 32 bits: the two never meet).
+ */
+static uint64_t vfs_id(const struct unix_diag_vfs *v)
+{
+	return 1ull << 63 | (uint64_t)(v->udiag_vfs_dev & 0x7fffffffu) << 32 | v->udiag_vfs_ino;
+}
+
+static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs);
+
+/* UNIX socket fd (inode ino) listens: the identity of its file, 0 if it
+ * does not listen or is not bound to a path. */
+static uint64_t listener_vfs(int fd, uint64_t ino)
+{
+	int on = 0;
+	socklen_t l = sizeof(on);
+	uint64_t vfs;
+
+	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, SO_ACCEPTCONN, (long)&on, (long)&l, 0) || !on)
+		return 0;
+	unix_diag(ino, NULL, &vfs);
+	return vfs;
 }
 
 void usmc_scm_announce(uint64_t ino)
@@ -113,8 +152,10 @@ void usmc_scm_taint_fd(int fd)
 {
 	uint64_t ino;
 
-	if (usmc_scm_unix_ino(fd, &ino))
+	if (usmc_scm_unix_ino(fd, &ino)) {
 		usmc_scm_taint(ino);
+		usmc_scm_taint(listener_vfs(fd, ino));
+	}
 }
 
 /*
@@ -174,8 +215,20 @@ static void announce_fd(int fd)
 {
 	uint64_t ino;
 
-	if (usmc_scm_unix_ino(fd, &ino))
+	if (usmc_scm_unix_ino(fd, &ino)) {
 		usmc_scm_announce(ino);
+		usmc_scm_announce(listener_vfs(fd, ino));
+	}
+}
+
+int usmc_scm_listen(int fd, int backlog)
+{
+	uint64_t ino;
+	int rc = real.listen(fd, backlog);
+
+	if (!rc && usmc_scm_unix_ino(fd, &ino))
+		usmc_scm_announce(listener_vfs(fd, ino));
+	return rc;
 }
 
 /*
@@ -191,9 +244,13 @@ void usmc_scm_announce_inherited(void)
 	each_inheritable(announce_fd);
 }
 
-/* The inode of the socket at the other end of UNIX socket ino, 0 if none
- * (not connected, or sock_diag refused). */
-static uint64_t unix_peer(uint64_t ino)
+/*
+ * What sock_diag says of UNIX socket ino: the inode of the socket at its
+ * other end (*peer, if asked: 0 none, or sock_diag refused) and the
+ * identity of the file it is bound to, or was accepted through (*vfs, if
+ * asked: vfs_id(), 0 none).
+ */
+static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -202,20 +259,23 @@ static uint64_t unix_peer(uint64_t ino)
 		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 			 .nlmsg_flags = NLM_F_REQUEST },
 		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
-		       .udiag_show = UDIAG_SHOW_PEER,
+		       .udiag_show = (peer ? UDIAG_SHOW_PEER : 0u) | (vfs ? UDIAG_SHOW_VFS : 0u),
 		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
 	long buf[256];
-	uint64_t peer = 0;
 	struct nlmsghdr *h;
 	long n;
 	int nl;
 
+	if (peer)
+		*peer = 0;
+	if (vfs)
+		*vfs = 0;
 	if (ino > UINT32_MAX)
-		return 0;
+		return;
 	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0)
-		return 0;
+		return;
 	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
 		goto out;
 	/* The kernel writes what it returns; the analyser cannot see a raw
@@ -231,14 +291,18 @@ static uint64_t unix_peer(uint64_t ino)
 		    m->udiag_ino != (uint32_t)ino)
 			break;
 		alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-		for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
-			if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
-				peer = *(const uint32_t *)RTA_DATA(a);
+		for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+			if (peer && a->rta_type == UNIX_DIAG_PEER &&
+			    RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
+				*peer = *(const uint32_t *)RTA_DATA(a);
+			if (vfs && a->rta_type == UNIX_DIAG_VFS &&
+			    RTA_PAYLOAD(a) >= (int)sizeof(struct unix_diag_vfs))
+				*vfs = vfs_id(RTA_DATA(a));
+		}
 		break;
 	}
 out:
 	sys_close(nl);
-	return peer;
 }
 
 static bool tainted(const struct usmc_stats_file *f, uint64_t ino)
@@ -271,14 +335,63 @@ static bool announced(struct usmc_stats_file *f, int self, uint64_t ino)
 	return false;
 }
 
+/*
+ * Connected to a listener, not accepted yet: the other end has no inode
+ * (the kernel gives it one at accept).  If the file we connected to (its
+ * name as getpeername() says it, looked up here: a hint only, a relative
+ * name may lead elsewhere) is a listener usmc processes announced, wait
+ * up to ADOPT_ACCEPT_MS for the accept: Dovecot's master starts the imap
+ * process that accepts once the login process connected.  The inode of
+ * the accepted end, 0 if none came.
+ */
+#define ADOPT_ACCEPT_MS	200
+
+static uint64_t accepted_peer(int fd, uint64_t ino, struct usmc_stats_file *f, int slot)
+{
+	struct sockaddr_un a;
+	socklen_t alen = sizeof(a);
+	struct unix_diag_vfs v;
+	struct stat st;
+	uint64_t peer = 0;
+	int ms;
+
+	memset(&a, 0, sizeof(a));
+	if (usmc_sys(SYS_getpeername, fd, (long)&a, (long)&alen) ||
+	    alen <= offsetof(struct sockaddr_un, sun_path) + 1 || !a.sun_path[0] ||
+	    alen >= sizeof(a))
+		return 0;
+	memset(&st, 0, sizeof(st));	/* filled by a raw call */
+	if (usmc_sys6(SYS_newfstatat, AT_FDCWD, (long)a.sun_path, (long)&st, 0, 0, 0) ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	/* The kernel's dev_t, as UNIX_DIAG_VFS reports it. */
+	v.udiag_vfs_dev = (uint32_t)(major(st.st_dev) << 20 | minor(st.st_dev));
+	v.udiag_vfs_ino = (uint32_t)st.st_ino;
+	if (tainted(f, vfs_id(&v)) || !announced(f, slot, vfs_id(&v)))
+		return 0;
+	for (ms = 0; ms < ADOPT_ACCEPT_MS && !peer; ms++) {
+		usleep(1000);
+		unix_diag(ino, &peer, NULL);
+	}
+	return peer;
+}
+
 bool usmc_scm_peer_adopts(int fd)
 {
 	struct usmc_stats_file *f;
-	uint64_t ino, peer;
+	uint64_t ino, peer, vfs;
 	int slot;
 
-	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) ||
-	    !usmc_scm_unix_ino(fd, &ino) || !(peer = unix_peer(ino)))
+	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) || !usmc_scm_unix_ino(fd, &ino))
 		return false;
-	return !tainted(f, peer) && announced(f, slot, peer);
+	unix_diag(ino, &peer, NULL);
+	if (!peer)
+		peer = accepted_peer(fd, ino, f, slot);
+	if (!peer || tainted(f, peer))
+		return false;
+	if (announced(f, slot, peer))
+		return true;
+	/* Not read yet: accepted from a listener only usmc processes hold? */
+	unix_diag(peer, NULL, &vfs);
+	return vfs && !tainted(f, vfs) && announced(f, slot, vfs);
 }

@@ -20,6 +20,9 @@ void usmc_scm_taint_fd(int fd);
 void usmc_scm_taint_inherited(void);
 /* Every UNIX socket this image inherited from a usmc image (exec.c). */
 void usmc_scm_announce_inherited(void);
+/* listen(2) for a socket that is not ours: a UNIX one announces the
+ * identity of its file (its holders run libusmc, until one is tainted). */
+int usmc_scm_listen(int fd, int backlog);
 /* Will whoever reads what we send on UNIX socket fd run libusmc? */
 bool usmc_scm_peer_adopts(int fd);
 

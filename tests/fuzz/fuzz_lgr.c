@@ -196,7 +196,7 @@ static void op_slot_get(struct owned *o)
 
 	if (o->n == 8)
 		return;
-	rc = usmc_lgr_slot_get(o->ln_id, &usmc_dev_loopback, &l, &slot, &gen);
+	rc = usmc_lgr_slot_get(o->ln_id, &usmc_dev_loopback, 0, &l, &slot, &gen);
 	if (rc)
 		return;		/* every slot busy or draining: a reason, not a crash */
 	FZ_CHECK(slot < l->nslots && gen, "slot %u gen %u of %u", slot, gen, l->nslots);

@@ -11,10 +11,17 @@
  *             gave the link group back); the conversation goes on.  With
  *             the old library every vsftpd login failed ("500 OOPS: mmap").
  *   budget    under a finite limit usmc keeps its link groups within an
- *             eighth of it: a connection whose link group would not fit
- *             stays TCP (limit_reached), the program can still map nearly
- *             all the limit leaves it, and with the limit raised again the
- *             next connection runs on shared memory.
+ *             eighth of it, each with slots for a quarter of that (a default
+ *             one, 512 MiB, sent every connection to TCP: Dovecot's
+ *             vsz_limit): the connection runs on shared memory and the
+ *             program can still map nearly all the limit leaves it; once
+ *             the eighth is spent the next connection stays TCP
+ *             (limit_reached); with the limit raised again the next
+ *             connection runs on shared memory.
+ *   server_limited  Dovecot's login process: only the accepting process
+ *             runs under a limit (vsz_limit, 256 MiB).  Its first client
+ *             goes TCP (limit_reached); every later one runs on shared
+ *             memory, in a link group sized to what the server published.
  *
  * Not under sanitizers: their shadow memory is far beyond any limit.
  */
@@ -138,32 +145,130 @@ static void check_session(void)
 static void check_budget(void)
 {
 	long long before = t_fallbacks("limit_reached");
-	unsigned long long vm = status_kb("VmSize");
-	int c, s;
+	unsigned long long vm = status_kb("VmSize"), lim = vm + (600ull << 20), lg;
+	int c[64], s[64], n, i, lfd;
+	char mode[32], why[64];
+	uint16_t port;
 
-	/* A link group (512 MiB) is more than an eighth of this limit. */
-	set_as((rlim_t)(vm + (600ull << 20)));
-	t_pair(&c, &s);
-	t_xfer(c, s, "under the limit");
-	t_xfer(s, c, "under the limit, back");
-	t_expect_moved(c, "limit_reached");
-	if (t_accel())
-		t_assert(t_fallbacks("limit_reached") == before + 1, "limit_reached %lld -> %lld",
-			 before, t_fallbacks("limit_reached"));
-	map_own(480 << 20, "under the limit");	/* what TCP leaves it, nearly all */
-	close(c);
-	close(s);
+	/* A default link group (512 MiB) is more than an eighth of this
+	 * limit: one with fewer slots, sized to a quarter of it, instead. */
+	set_as((rlim_t)lim);
+	lfd = t_listen(&port);		/* one: each index maps 16 MiB */
+	t_pair_on(lfd, port, &c[0], &s[0]);
+	t_send_pat(c[0], 1, 1 << 20);
+	t_recv_pat(s[0], 1, 1 << 20);
+	t_send_pat(s[0], 2, 1 << 20);
+	t_recv_pat(c[0], 2, 1 << 20);
+	if (t_accel()) {
+		t_assert_smc(c[0]);
+		t_assert_smc(s[0]);
+		lg = lgr_mapped();
+		t_assert(lg && lg <= lim / 8, "link groups map %llu KiB under a %llu MiB limit",
+			 lg >> 10, lim >> 20);
+		t_info("under a %llu MiB limit, a connection's link group maps %llu KiB twice",
+		       lim >> 20, lg >> 11);
+	}
+	/* What TCP leaves it, less the eighth and usmc's own mappings: the
+	 * listener's index (16 MiB, mapped by both ends here), the
+	 * statistics, the family. */
+	map_own(400 << 20, "under the limit");
+	/* Link groups until the eighth is spent: then TCP (limit_reached). */
+	for (n = 1; n < 64; n++) {
+		t_pair_on(lfd, port, &c[n], &s[n]);
+		t_xfer(c[n], s[n], "more");
+		t_xfer(s[n], c[n], "back");
+		t_fd_state(c[n], mode, why, sizeof(mode));
+		if (!strcmp(mode, "TCP"))
+			break;
+	}
+	if (t_accel()) {
+		t_assert(n < 64 && !strcmp(why, "limit_reached"),
+			 "%d connections under a %llu MiB limit, the last one %s (%s)", n,
+			 lim >> 20, mode, why);
+		t_assert(lgr_mapped() <= lim / 8, "link groups map %llu MiB, more than an eighth "
+			 "of %llu MiB", lgr_mapped() >> 20, lim >> 20);
+		t_assert(t_fallbacks("limit_reached") > before, "no limit_reached counted");
+		t_info("%d connections fit (%llu MiB of link groups), the next one is TCP "
+		       "(limit_reached)", n, lgr_mapped() >> 20);
+	}
+	map_own(400 << 20, "with the link groups' share spent");
+	for (i = 0; i <= n && i < 64; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	close(lfd);
 	set_as(RLIM_INFINITY);
-	t_pair_smc(&c, &s);
-	t_xfer(c, s, "limit raised");
-	close(c);
-	close(s);
+	t_pair_smc(&c[0], &s[0]);
+	t_xfer(c[0], s[0], "limit raised");
+	close(c[0]);
+	close(s[0]);
+	t_tcp_conns = -1;
+}
+
+/* The limited server: accepts CONNS connections, echoes one line each. */
+#define CONNS	4
+static void limited_server(int lfd, unsigned long long lim)
+{
+	char b[5];
+	int i, s;
+
+	set_as((rlim_t)lim);
+	for (i = 0; i < CONNS; i++) {
+		s = t_accept(lfd);
+		t_read_all(s, b, 5);
+		t_write_all(s, b, 5);
+		t_assert(read(s, b, 1) == 0, "server: EOF expected");	/* after the client looked */
+		close(s);
+	}
+	_exit(0);
+}
+
+/*
+ * Dovecot: the process that accepts runs under vsz_limit (256 MiB by
+ * default), the clients and the process that listens do not.  The first
+ * connection's link group (512 MiB, made before the server could say
+ * anything) does not fit: TCP (limit_reached); the server published what
+ * fits in its listener's index, and every later connection runs on shared
+ * memory in a link group of one slot.
+ */
+static void check_server_limited(void)
+{
+	unsigned long long lim = status_kb("VmSize") + (256ull << 20);
+	char mode[32], why[64], b[5];
+	uint16_t port;
+	int lfd, c, i;
+	pid_t srv;
+
+	lfd = t_listen(&port);
+	srv = t_fork_helper();
+	if (srv == 0)
+		limited_server(lfd, lim);
+	close(lfd);
+	for (i = 0; i < CONNS; i++) {
+		c = t_connect(port);
+		t_write_all(c, "line\n", 5);
+		t_read_all(c, b, 5);
+		t_assert(!memcmp(b, "line\n", 5), "echo: [%.5s]", b);
+		t_fd_state(c, mode, why, sizeof(mode));
+		t_info("connection %d: %s (%s)", i, mode, why);
+		if (t_accel() && i == 0)
+			t_assert(!strcmp(mode, "TCP") && !strcmp(why, "limit_reached"),
+				 "the first connection is %s (%s), expected TCP (limit_reached)",
+				 mode, why);
+		if (t_accel() && i > 0)
+			t_assert(!strcmp(mode, "SMCD"),
+				 "connection %d is %s (%s) after the server said what fits", i,
+				 mode, why);
+		close(c);
+	}
+	t_wait_child(srv, "limited server");
 	t_tcp_conns = -1;
 }
 
 static const struct t_check checks[] = {
 	{ "session", check_session },
 	{ "budget", check_budget },
+	{ "server_limited", check_server_limited },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/*
+ * t_scm_listen.c - a connection handed over a UNIX connection that nobody
+ * accepted yet (scm_peer.c, listeners).
+ *
+ * Dovecot's imap-login hands each logged-in client (SCM_RIGHTS) to an imap
+ * process over the master's UNIX listener, and the master starts that
+ * process once the login process connected: the message is queued before
+ * any process accepted, so no reader ever said it runs libusmc, and the
+ * connection moved to TCP (handed_over).  A usmc process that listens on
+ * a UNIX socket announces the listener's file; every process that accepts
+ * from it inherited it from a usmc image, or was tainted by an exec or
+ * spawn without libusmc.
+ *
+ * This process (under usmc) listens on a UNIX path and connects to it;
+ * then starts the receiver (this program exec'ed with the listener, role
+ * receiver) and at once sends it the server end of a shared-memory
+ * connection.  The receiver accepts, takes the socket, reads a request and
+ * answers it; every byte is checked.
+ *
+ *   on_demand   the receiver runs libusmc: the socket stays on shared
+ *               memory in the receiver (no handed_over), and the client's
+ *               end with it
+ *   plain       the receiver runs without libusmc (its exec tainted the
+ *               listener): the socket moves to TCP before it leaves
+ *               (handed_over), the bytes arrive all the same
+ *
+ * Skips (77) when not accelerating.
+ */
+#include "t_util.h"
+
+#include <sys/un.h>
+
+#define REQ	200000
+#define RESP	300000
+#define PAT_REQ	31
+#define PAT_RESP 32
+
+static int take_fd(int chan)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b;
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd;
+
+	do
+		n = recvmsg(chan, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	c = CMSG_FIRSTHDR(&m);
+	if (n != 1 || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		t_fail("recvmsg: %zd %s", n, n < 0 ? strerror(errno) : "no descriptor");
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+static void give_fd(int chan, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b = 'f';
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+
+	memset(cbuf, 0, sizeof(cbuf));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(chan, &m, 0) != 1)
+		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
+}
+
+/* Role receiver: accept on the inherited listener, serve what comes. */
+static int receiver(int lfd)
+{
+	int c = t_accept(lfd), fd = take_fd(c);
+
+	t_recv_pat(fd, PAT_REQ, REQ);
+	t_send_pat(fd, PAT_RESP, RESP);
+	t_assert(read(fd, &(char){ 0 }, 1) == 0, "receiver: EOF expected");
+	close(fd);
+	close(c);
+	close(lfd);
+	return 0;
+}
+
+static void handover(bool plain)
+{
+	long long before = t_fallbacks("handed_over");
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int lfd, ux, c, s;
+	pid_t rcv;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/t_scm_listen.%d", (int)getpid());
+	unlink(a.sun_path);
+	/* First: its check runs `usmc stat`, a program without libusmc,
+	 * which would inherit (and taint) the listener. */
+	t_pair_smc(&c, &s);
+	t_ok(fcntl(c, F_SETFD, FD_CLOEXEC));	/* the receiver holds only what it is given */
+	t_ok(fcntl(s, F_SETFD, FD_CLOEXEC));
+	lfd = t_ok(socket(AF_UNIX, SOCK_STREAM, 0));	/* inherited across exec */
+	t_ok(bind(lfd, (struct sockaddr *)&a, sizeof(a)));
+	t_ok(listen(lfd, 8));
+	ux = t_ok(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	t_ok(connect(ux, (struct sockaddr *)&a, sizeof(a)));
+	/* Started now, accepting while we send, as Dovecot's master does. */
+	rcv = t_start_role("receiver", lfd, plain, plain);
+	close(lfd);
+	give_fd(ux, s);
+	close(s);
+	t_send_pat(c, PAT_REQ, REQ);
+	t_recv_pat(c, PAT_RESP, RESP);
+	if (!plain)
+		t_assert_smc(c);
+	close(c);
+	t_wait_child(rcv, "receiver");
+	close(ux);
+	unlink(a.sun_path);
+	t_assert(t_fallbacks("handed_over") == before + plain, "handed_over %lld, was %lld (%s)",
+		 t_fallbacks("handed_over"), before, plain ? "plain receiver" : "usmc receiver");
+}
+
+static void check_on_demand(void)
+{
+	handover(false);
+}
+
+static void check_plain(void)
+{
+	handover(true);
+}
+
+static const struct t_check checks[] = {
+	{ "on_demand", check_on_demand },
+	{ "plain", check_plain },
+};
+
+int main(int argc, char **argv)
+{
+	t_name = "t_scm_listen";
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 4 && !strcmp(argv[1], "receiver")) {
+		alarm(60);
+		return receiver(atoi(argv[2]));
+	}
+	if (!t_accel())
+		t_skip("not accelerating");
+	t_tcp_conns = -1;	/* each check counts what moved itself */
+	return t_run_checks(checks, (int)ARRAY_LEN(checks), argc, argv, NULL);
+}
