@@ -185,6 +185,13 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 		usmc_server_resolve(sk, fd, true);
 	if (sk_flag(sk, SKF_COUNT_LATER))
 		usmc_sock_count_late(sk, fd);
+	/* A client's connect that failed (refused, or reset before the
+	 * server took the proposal) and was closed without a look: no server
+	 * will ever take the proposal.  Take it back as the look would have
+	 * (uncounted, its slot free again); still connecting, or connected:
+	 * it stays (below). */
+	if (fd >= 0 && sk->role == 'C' && sk_mode(sk) == USMC_MODE_PROPOSED)
+		usmc_sock_proposal_reset(sk, fd);
 	/* Never close with the peer's CLC byte unread (above). */
 	if (fd >= 0 && sk_close_owes_byte(sk))
 		usmc_tcp_take_owed_ms(sk, fd, SKF_WAKEBYTE, CLOSE_OWED_WAIT_MS);

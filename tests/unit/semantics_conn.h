@@ -449,6 +449,26 @@ static void refused_reg_c(struct ctx *c)
 	close(ep);
 }
 
+/* The same, closed without a look: 70 non-blocking connects refused and
+ * closed at once.  None was a connection: none counted, no link group
+ * slot kept for a proposal no server can take (each used to keep one:
+ * 64 of them filled a link group, and the next one was made). */
+static void refused_unlooked_c(struct ctx *c)
+{
+	struct sockaddr_in a = t_addr(c->port);
+	int i, fd, refused = 0;
+
+	t_sync_wait(c->sync);
+	for (i = 0; i < 70; i++) {
+		fd = t_ok(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) && errno == ECONNREFUSED)
+			refused++;
+		t_msleep(1);	/* the RST came */
+		close(fd);
+	}
+	say(c, "70 connects, %d refused at once, closed unlooked", refused);
+}
+
 /* Calls on a socket that never connected. */
 static void unconnected_c(struct ctx *c)
 {

@@ -252,6 +252,7 @@ static const struct scenario scenarios[] = {
 	/* Refused: never a connection, on shared memory or TCP (its
 	 * proposal was counted once, and stayed counted). */
 	{ "refused_registered", refused_reg_s, refused_reg_c, S_OWN_ACCEPT | C_OWN_CONNECT, 0 },
+	{ "refused_unlooked", refused_reg_s, refused_unlooked_c, S_OWN_ACCEPT | C_OWN_CONNECT, 0 },
 	{ "exit_unanswered", exit_unanswered_s, exit_unanswered_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "exit_threads", gone_idle_s, exit_threads_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
 	{ "killed_idle", gone_idle_s, killed_idle_c, S_OWN_ACCEPT | C_OWN_CONNECT, 2 },
