@@ -66,6 +66,10 @@ struct usmc_dev_ops {
 	void (*lgr_unpublish)(struct usmc_lgr *lgr);
 	/* Is anyone on the other side still holding this link group? */
 	bool (*lgr_peer_alive)(struct usmc_lgr *lgr);
+	/* The descriptor that carries the link group to another image or
+	 * process (kept open across exec, sent with SCM_RIGHTS tickets; the
+	 * owner's liveness lock lives on it), -1 if it has none. */
+	int (*lgr_handle_fd)(const struct usmc_lgr *lgr);
 	/* A slot's DMBs: registered when the owner first hands the slot out. */
 	int (*register_dmb)(struct usmc_lgr *lgr, uint32_t slot);
 	/* The link group's doorbells, one per side for all its slots (the

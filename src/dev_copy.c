@@ -186,6 +186,7 @@ const struct usmc_dev_ops usmc_dev_copy = {
 	.lgr_release = copy_lgr_release,
 	.lgr_unpublish = usmc_lo_lgr_unpublish,
 	.lgr_peer_alive = usmc_lo_lgr_peer_alive,
+	.lgr_handle_fd = usmc_lo_lgr_handle_fd,
 	.register_dmb = usmc_lo_register_dmb,
 	.attach_bells = usmc_lo_attach_bells,
 	.dmb_reserve = usmc_lo_dmb_reserve,

@@ -252,6 +252,11 @@ void usmc_lo_lgr_release(struct usmc_lgr *l)
 	l->mem_fd = -1;
 }
 
+int usmc_lo_lgr_handle_fd(const struct usmc_lgr *l)
+{
+	return l->mem_fd;
+}
+
 bool usmc_lo_lgr_peer_alive(struct usmc_lgr *l)
 {
 	/* Owner asks about attached peers (byte 1), peers about the owner (0). */
@@ -413,6 +418,7 @@ const struct usmc_dev_ops usmc_dev_loopback = {
 	.lgr_release = usmc_lo_lgr_release,
 	.lgr_unpublish = usmc_lo_lgr_unpublish,
 	.lgr_peer_alive = usmc_lo_lgr_peer_alive,
+	.lgr_handle_fd = usmc_lo_lgr_handle_fd,
 	.register_dmb = usmc_lo_register_dmb,
 	.attach_bells = usmc_lo_attach_bells,
 	.dmb_reserve = usmc_lo_dmb_reserve,

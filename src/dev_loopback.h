@@ -17,6 +17,7 @@ int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot);
 void usmc_lo_lgr_unpublish(struct usmc_lgr *l);
 void usmc_lo_lgr_release(struct usmc_lgr *l);
 bool usmc_lo_lgr_peer_alive(struct usmc_lgr *l);
+int usmc_lo_lgr_handle_fd(const struct usmc_lgr *l);
 int usmc_lo_register_dmb(struct usmc_lgr *l, uint32_t slot);
 int usmc_lo_attach_bells(struct usmc_lgr *l, bool owner_side, int *own, int *peer);
 int usmc_lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off, uint32_t len);

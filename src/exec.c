@@ -28,6 +28,7 @@
 #include "exit.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "lgr.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"
@@ -217,7 +218,7 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 		usmc_migrate_pump(sk, fd, true);
 	mode = sk_mode(sk);
 	if (sk->lgr)
-		keep_open(c, sk->lgr->mem_fd);
+		keep_open(c, usmc_lgr_handle_fd(sk->lgr));
 	if (sk->ln)
 		keep_open(c, sk->ln->fd);
 	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len,
@@ -225,7 +226,7 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 				   mode, usmc_family_index(sk->sh),
 				   (unsigned long long)(sk->lgr ? sk->lgr->id : 0), sk->slot, sk->gen,
 				   (unsigned long long)(sk->ln ? sk->ln->id : 0), sk->ln ? sk->ln->fd : -1,
-				   sk->lgr && sk->lgr->owner ? sk->lgr->mem_fd : -1);
+				   sk->lgr && sk->lgr->owner ? usmc_lgr_handle_fd(sk->lgr) : -1);
 	put_addr(c, &sk->local);
 	put_addr(c, &sk->peer);
 	c->nsock++;

@@ -411,6 +411,11 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
 	return usmc_lgr_attach_fd(id, dev_id, -1, out);
 }
 
+int usmc_lgr_handle_fd(const struct usmc_lgr *l)
+{
+	return l->dev->lgr_handle_fd ? l->dev->lgr_handle_fd(l) : -1;
+}
+
 int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out)
 {
 	const struct usmc_dev_ops *dev = usmc_dev_get(dev_id);

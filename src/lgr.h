@@ -157,6 +157,9 @@ int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out);
  * file, validated as the name would be) when the name is gone; mem_fd is
  * consumed (-1: none). */
 int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out);
+/* The descriptor that carries l to another image or process (the
+ * device's lgr_handle_fd), -1 if none. */
+int usmc_lgr_handle_fd(const struct usmc_lgr *l);
 void usmc_lgr_put(struct usmc_lgr *l);
 /* One more reference to a link group we hold one of. */
 void usmc_lgr_hold(struct usmc_lgr *l);

@@ -27,6 +27,7 @@
 #include "accept.h"
 #include "fdtab.h"
 #include "handover.h"
+#include "lgr.h"
 #include "log.h"
 #include "migrate.h"
 #include "real.h"
@@ -205,8 +206,8 @@ static bool describe(struct scm_out *o, struct usmc_sock *sk, int fd, struct usm
 	 * server end's receiver attaches it by name, or through this copy
 	 * once the client is gone (it unpublished the name; its bytes are
 	 * still in the ring). */
-	if (sk->lgr && sk->lgr->mem_fd >= 0)
-		r->aux = extra_of(o, sk->lgr->mem_fd);
+	if (sk->lgr && usmc_lgr_handle_fd(sk->lgr) >= 0)
+		r->aux = extra_of(o, usmc_lgr_handle_fd(sk->lgr));
 	return r->fam != USMC_TICKET_NONE && (!(sk->lgr && sk->lgr->owner) || r->aux != USMC_TICKET_NONE);
 }
 
