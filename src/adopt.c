@@ -26,9 +26,11 @@
  * of a stream short of its bytes.
  */
 #include "adopt.h"
+#include "clc.h"
 #include "close.h"
 #include "conn.h"
 #include "fdtab.h"
+#include "lgr.h"
 #include "log.h"
 #include "real.h"
 #include "registry.h"
@@ -314,6 +316,9 @@ int usmc_adopt_listener(const struct usmc_adopt *a)
 	}
 	sk->bound = a->local;
 	sk->lst = ln;
+	/* Under an address-space limit (Dovecot's login processes): clients
+	 * size link groups for us before our first accept. */
+	usmc_clc_ln_fit_lower(ln, usmc_lgr_fit());
 	sk->reg_idx = a->reg_idx;
 	/* Our last close unregisters it (usmc_listen_release). */
 	usmc_registry_attach();

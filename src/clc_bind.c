@@ -121,13 +121,9 @@ static int app_value(int name, const void *val, socklen_t len, int *v)
  * program's value, and give the kernel our mark, no more and no less, in
  * one write: a mark is never off for an instant (a client proving our
  * accept, or a listener's end, at that instant would move to TCP while we
- * use the ring).  NO_PORT: on a listener that published, and kept on what
- * it accepted (the kernel copied it); a client's is the program's (it
- * changes what its bind does).  RFC4884: on a client or a server that
- * accepted; never on a listener (what it accepts would say it decided
- * before it did, accept.c shows the program its value) nor on a server
- * end that did not decide.  Under sk->lock: a server deciding in another
- * thread marks under it (accept.c).  0 or -1 with errno, as the kernel.
+ * use the ring), nor on where it must not be.  Under sk->lock: a server
+ * deciding in another thread marks under it (accept.c).  0 or -1 with
+ * errno, as the kernel.
  */
 int usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val, socklen_t len)
 {
@@ -140,17 +136,20 @@ int usmc_bind_setsockopt(struct usmc_sock *sk, int fd, int name, const void *val
 		return -1;
 	}
 	pthread_mutex_lock(&sk->lock);
-	want = v ? 1 : 0;
 	if (name == IP_BIND_ADDRESS_NO_PORT) {
-		bool kept = sk->kind == SK_CONN && sk->role == 'S' &&
+		/* Ours on a listener that published, and kept where the
+		 * kernel has it on a listener or what one accepted (copied);
+		 * elsewhere the program's: it changes what bind does. */
+		bool kept = (sk->kind == SK_LISTEN || (sk->kind == SK_CONN && sk->role == 'S')) &&
 			    !real.getsockopt(fd, SOL_IP, name, &cur, &l) && cur;
 
-		if ((sk->kind == SK_LISTEN && sk->lst) || kept)
-			want = 1;
-	} else if (sk->kind == SK_CONN && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_SMCD)) {
-		want = 1;
-	} else if (sk->kind == SK_LISTEN || sk->kind == SK_CONN) {
-		want = 0;
+		want = v || kept || (sk->kind == SK_LISTEN && sk->lst);
+	} else {
+		/* Ours on a client and on a server end that decided; the
+		 * program's value never reaches the kernel (on a socket that
+		 * becomes a listener it would be copied to what it accepts,
+		 * which would say it decided before it did). */
+		want = sk->kind == SK_CONN && (sk->role == 'C' || sk_mode(sk) == USMC_MODE_SMCD);
 	}
 	rc = real.setsockopt(fd, SOL_IP, name, &want, sizeof(want));
 	if (!rc) {

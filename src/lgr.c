@@ -85,6 +85,11 @@ static bool lgr_as_fits(size_t more)
 static _Atomic size_t fit_cur;		/* SIZE_MAX: no limit; 0: not read yet */
 static _Atomic uint64_t fit_at;
 
+void usmc_lgr_fit_forget(void)
+{
+	STORE_RELAXED(&fit_cur, 0);
+}
+
 size_t usmc_lgr_fit(void)
 {
 	size_t v = LOAD_RELAXED(&fit_cur);
@@ -406,17 +411,15 @@ void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool ser
 	usmc_lgr_put(l);
 }
 
-int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
-{
-	return usmc_lgr_attach_fd(id, dev_id, -1, out);
-}
 
 int usmc_lgr_handle_fd(const struct usmc_lgr *l)
 {
 	return l->dev->lgr_handle_fd ? l->dev->lgr_handle_fd(l) : -1;
 }
 
-int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out)
+/* budget: a new connection's, which must fit the address-space share;
+ * an existing one (received, inherited) always does, as usmc_lgr_adopt's. */
+static int lgr_attach(uint64_t id, uint8_t dev_id, int mem_fd, bool budget, struct usmc_lgr **out)
 {
 	const struct usmc_dev_ops *dev = usmc_dev_get(dev_id);
 	struct usmc_lgr *l;
@@ -450,7 +453,7 @@ int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr 
 		goto out_fd;
 	/* The device refuses a bigger one before mapping it (a refused
 	 * mmap would read as out_of_memory); lgr_as_take counts the rest. */
-	l->map_max = lgr_as_left();
+	l->map_max = budget ? lgr_as_left() : SIZE_MAX;
 	rc = l->dev->lgr_attach(l);
 	if (rc == -ENOENT && mem_fd >= 0) {
 		usmc_ifd_mark(mem_fd);	/* usmc's own from now on */
@@ -464,7 +467,7 @@ int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr 
 	}
 	rc = lgr_private_alloc(l);
 	if (!rc)
-		rc = lgr_as_take(l, true);
+		rc = lgr_as_take(l, budget);
 	if (rc) {
 		lgr_free(l);
 		goto out_fd;
@@ -479,6 +482,16 @@ out_fd:
 	if (mem_fd >= 0)
 		sys_close(mem_fd);
 	return rc;
+}
+
+int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out)
+{
+	return lgr_attach(id, dev_id, -1, true, out);
+}
+
+int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out)
+{
+	return lgr_attach(id, dev_id, mem_fd, false, out);
 }
 
 /* Is fd (another process's word) the file l mapped? */

@@ -139,6 +139,8 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, size_t pee
 /* The most one link group's rings may reserve in this process: 0 without
  * an address-space limit (lgr.c). */
 size_t usmc_lgr_fit(void);
+/* The limit changed (interpose_rlimit.c): read it again. */
+void usmc_lgr_fit_forget(void);
 /* Client: the connection on slot/gen is gone here; server_attached says
  * whether the server may still be using it. */
 void usmc_lgr_slot_put(struct usmc_lgr *l, uint32_t slot, uint32_t gen, bool server_attached);
@@ -153,9 +155,10 @@ void usmc_lgr_slot_ask(struct usmc_lgr *l, uint32_t slot, uint32_t gen);
  * proposal named (cached); -EBADMSG: not one we offer, or the link group
  * says another. */
 int usmc_lgr_attach(uint64_t id, uint8_t dev_id, struct usmc_lgr **out);
-/* The same, falling back to mem_fd (a received copy of the link group's
- * file, validated as the name would be) when the name is gone; mem_fd is
- * consumed (-1: none). */
+/* The same for a connection that exists already (received, inherited):
+ * never refused for the address-space budget; falling back to mem_fd (a
+ * received copy of the link group's file, validated as the name would be)
+ * when the name is gone; mem_fd is consumed (-1: none). */
 int usmc_lgr_attach_fd(uint64_t id, uint8_t dev_id, int mem_fd, struct usmc_lgr **out);
 /* The descriptor that carries l to another image or process (the
  * device's lgr_handle_fd), -1 if none. */

@@ -46,8 +46,10 @@
  * the index; a holder that closes earlier drops only its own lock
  * (usmc_sock_detach_local).
  */
+#include "clc.h"
 #include "clc_bind.h"
 #include "fdtab.h"
+#include "lgr.h"
 #include "listener.h"
 #include "log.h"
 #include "options.h"
@@ -86,6 +88,7 @@ static bool join(struct usmc_sock *sk, uint64_t ino)
 		/* Locked by us now: the record, if still there, stays. */
 		if (usmc_registry_names(i, rec.id, ino)) {
 			sk->reg_idx = i;
+			usmc_clc_ln_fit_lower(ln, usmc_lgr_fit());	/* accept.c */
 			/* Pairs with the acquire load in usmc_listen_follow(). */
 			__atomic_store_n(&sk->lst, ln, __ATOMIC_RELEASE);
 			usmc_dbg(1, "listen: joined clc index %016llx of a socket another process listens on",
@@ -163,6 +166,7 @@ static void publish_new(struct usmc_sock *sk, int fd, uint64_t ino)
 		usmc_clc_ln_put(ln);
 		return;
 	}
+	usmc_clc_ln_fit_lower(ln, usmc_lgr_fit());	/* accept.c */
 	__atomic_store_n(&sk->lst, ln, __ATOMIC_RELEASE);
 	usmc_dbg(1, "listen %s: registered for SMC-D (clc index %016llx)",
 		 usmc_addr_str(&sk->bound, a, sizeof(a)), (unsigned long long)rec.id);

@@ -22,18 +22,20 @@
  *    posix_spawn child inherits, and every UNIX socket passed in a message
  *    (its receiver is unknown), is tainted for good.
  *
- *  - a UNIX listener bound to a path: its file's identity (UNIX_DIAG_VFS,
- *    which every socket it accepts carries too) is announced by every usmc
- *    process that listens on it or inherits it from a usmc image, and
- *    tainted as its inode is.  While no program without libusmc holds
- *    it, whoever accepts from it runs libusmc: a connection to it may
- *    carry tickets before any process accepted it (Dovecot's imap-login
- *    hands each client to an imap process the master starts on demand).
+ *  - a UNIX listener is announced by every usmc process that listens on
+ *    it (and, as any socket, by one that inherits it from a usmc image),
+ *    and tainted as any socket: while none is tainted, whoever accepts
+ *    from it runs libusmc.
  *
  * The sender asks the kernel for the inode of its socket's peer (sock_diag,
- * UNIX_DIAG_PEER, and that peer's UNIX_DIAG_VFS) and adds its descriptors
- * only if a live process announced that inode, or the listener's file the
- * peer was accepted from, and nobody tainted either.  Otherwise the sockets move to
+ * UNIX_DIAG_PEER) and adds its descriptors only if a live process
+ * announced that inode and nobody tainted it, or else if the listener the
+ * peer came from is announced and untainted: found among the listening
+ * sockets by the client inodes in its queue (UNIX_DIAG_ICONS; a peer not
+ * accepted yet has no inode of its own), or by the file it was accepted
+ * through (UNIX_DIAG_VFS, which a live listener holds alone).  Dovecot's
+ * imap-login hands each client to an imap process the master starts for
+ * it once the login process connected: nobody accepted, nobody read.  Otherwise the sockets move to
  * TCP before they leave, as they always did.  What is not covered (a
  * receiver that execs a program without libusmc after the message was
  * queued, a holder that got the socket outside libusmc) is in
@@ -45,6 +47,7 @@
  * (sys.h), no locks (words in the counters file, one writer per slot).
  */
 #include "real.h"
+#include "sandbox.h"
 #include "rundir.h"
 #include "scm_peer.h"
 #include "stats.h"
@@ -56,11 +59,9 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
-#include <stddef.h>
+#include <netinet/tcp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 bool usmc_scm_unix_ino(int fd, uint64_t *ino)
@@ -78,32 +79,6 @@ bool usmc_scm_unix_ino(int fd, uint64_t *ino)
 		return false;
 	*ino = (uint64_t)st.st_ino;
 	return true;
-}
-
-/*
- * A socket file's identity among the announced and tainted inodes: its
- * device and inode with the top bit set (a socket's own inode, from
- * sockfs, fits in 32 bits: the two never meet).
- */
-static uint64_t vfs_id(const struct unix_diag_vfs *v)
-{
-	return 1ull << 63 | (uint64_t)(v->udiag_vfs_dev & 0x7fffffffu) << 32 | v->udiag_vfs_ino;
-}
-
-static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs);
-
-/* UNIX socket fd (inode ino) listens: the identity of its file, 0 if it
- * does not listen or is not bound to a path. */
-static uint64_t listener_vfs(int fd, uint64_t ino)
-{
-	int on = 0;
-	socklen_t l = sizeof(on);
-	uint64_t vfs;
-
-	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, SO_ACCEPTCONN, (long)&on, (long)&l, 0) || !on)
-		return 0;
-	unix_diag(ino, NULL, &vfs);
-	return vfs;
 }
 
 void usmc_scm_announce(uint64_t ino)
@@ -152,10 +127,8 @@ void usmc_scm_taint_fd(int fd)
 {
 	uint64_t ino;
 
-	if (usmc_scm_unix_ino(fd, &ino)) {
+	if (usmc_scm_unix_ino(fd, &ino))
 		usmc_scm_taint(ino);
-		usmc_scm_taint(listener_vfs(fd, ino));
-	}
 }
 
 /*
@@ -215,20 +188,8 @@ static void announce_fd(int fd)
 {
 	uint64_t ino;
 
-	if (usmc_scm_unix_ino(fd, &ino)) {
+	if (usmc_scm_unix_ino(fd, &ino))
 		usmc_scm_announce(ino);
-		usmc_scm_announce(listener_vfs(fd, ino));
-	}
-}
-
-int usmc_scm_listen(int fd, int backlog)
-{
-	uint64_t ino;
-	int rc = real.listen(fd, backlog);
-
-	if (!rc && usmc_scm_unix_ino(fd, &ino))
-		usmc_scm_announce(listener_vfs(fd, ino));
-	return rc;
 }
 
 /*
@@ -246,11 +207,10 @@ void usmc_scm_announce_inherited(void)
 
 /*
  * What sock_diag says of UNIX socket ino: the inode of the socket at its
- * other end (*peer, if asked: 0 none, or sock_diag refused) and the
- * identity of the file it is bound to, or was accepted through (*vfs, if
- * asked: vfs_id(), 0 none).
+ * other end (*peer: 0 none, or sock_diag refused) and, if asked, the file
+ * it is bound to or was accepted through (*vfs; false if none).
  */
-static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs)
+static bool unix_diag(uint64_t ino, uint64_t *peer, struct unix_diag_vfs *vfs)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -259,23 +219,21 @@ static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs)
 		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 			 .nlmsg_flags = NLM_F_REQUEST },
 		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
-		       .udiag_show = (peer ? UDIAG_SHOW_PEER : 0u) | (vfs ? UDIAG_SHOW_VFS : 0u),
+		       .udiag_show = UDIAG_SHOW_PEER | (vfs ? UDIAG_SHOW_VFS : 0u),
 		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
 	long buf[256];
+	bool have_vfs = false;
 	struct nlmsghdr *h;
 	long n;
 	int nl;
 
-	if (peer)
-		*peer = 0;
-	if (vfs)
-		*vfs = 0;
+	*peer = 0;
 	if (ino > UINT32_MAX)
-		return;
+		return false;
 	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0)
-		return;
+		return false;
 	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
 		goto out;
 	/* The kernel writes what it returns; the analyser cannot see a raw
@@ -292,17 +250,93 @@ static void unix_diag(uint64_t ino, uint64_t *peer, uint64_t *vfs)
 			break;
 		alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
 		for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-			if (peer && a->rta_type == UNIX_DIAG_PEER &&
-			    RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
+			if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
 				*peer = *(const uint32_t *)RTA_DATA(a);
 			if (vfs && a->rta_type == UNIX_DIAG_VFS &&
-			    RTA_PAYLOAD(a) >= (int)sizeof(struct unix_diag_vfs))
-				*vfs = vfs_id(RTA_DATA(a));
+			    RTA_PAYLOAD(a) >= (int)sizeof(*vfs)) {
+				memcpy(vfs, RTA_DATA(a), sizeof(*vfs));
+				have_vfs = true;
+			}
 		}
 		break;
 	}
 out:
 	sys_close(nl);
+	return have_vfs;
+}
+
+/* Does listener message m (attributes alen bytes at a) queue client ino,
+ * or hold the file *vfs? */
+static bool listener_matches(struct rtattr *a, int alen, uint64_t ino,
+			     const struct unix_diag_vfs *vfs)
+{
+	for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		if (ino && a->rta_type == UNIX_DIAG_ICONS) {
+			const uint32_t *c = RTA_DATA(a);
+			size_t i, nc = RTA_PAYLOAD(a) / sizeof(uint32_t);
+
+			for (i = 0; i < nc; i++)
+				if (c[i] == (uint32_t)ino)
+					return true;
+		}
+		if (vfs && a->rta_type == UNIX_DIAG_VFS && RTA_PAYLOAD(a) >= (int)sizeof(*vfs) &&
+		    !memcmp(RTA_DATA(a), vfs, sizeof(*vfs)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The inode of the UNIX listener in our namespace whose accept queue holds
+ * client socket ino (ino != 0), or that holds file *vfs (its accepted
+ * sockets carry it): one dump of the listening sockets.  0 if none.
+ */
+static uint64_t listener_of(uint64_t ino, const struct unix_diag_vfs *vfs)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.r = { .sdiag_family = AF_UNIX, .udiag_states = 1u << TCP_LISTEN,
+		       .udiag_show = UDIAG_SHOW_ICONS | UDIAG_SHOW_VFS,
+		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	long buf[2048];
+	uint64_t found = 0;
+	struct nlmsghdr *h;
+	bool done = false;
+	long n;
+	int nl;
+
+	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return 0;
+	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
+		goto out;
+	while (!done) {
+		memset(buf, 0, sizeof(buf));	/* as above: filled by a raw call */
+		n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
+		if (n <= 0)
+			break;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			const struct unix_diag_msg *m = NLMSG_DATA(h);
+
+			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m))) {
+				done = true;	/* NLMSG_DONE, or an error */
+				break;
+			}
+			if (!found && listener_matches((struct rtattr *)(m + 1),
+						       (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m))),
+						       ino, vfs))
+				found = m->udiag_ino;
+		}
+	}
+out:
+	sys_close(nl);
+	return found;
 }
 
 static bool tainted(const struct usmc_stats_file *f, uint64_t ino)
@@ -336,62 +370,49 @@ static bool announced(struct usmc_stats_file *f, int self, uint64_t ino)
 }
 
 /*
- * Connected to a listener, not accepted yet: the other end has no inode
- * (the kernel gives it one at accept).  If the file we connected to (its
- * name as getpeername() says it, looked up here: a hint only, a relative
- * name may lead elsewhere) is a listener usmc processes announced, wait
- * up to ADOPT_ACCEPT_MS for the accept: Dovecot's master starts the imap
- * process that accepts once the login process connected.  The inode of
- * the accepted end, 0 if none came.
+ * A peer not accepted yet is decided once accepted, when the acceptor's
+ * image is fixed: a child that execs a program without libusmc taints the
+ * listener before that program can accept (Dovecot's master starts the
+ * imap process that accepts once the login process connected).  The
+ * sender waits for the accept up to ADOPT_ACCEPT_MS.
  */
 #define ADOPT_ACCEPT_MS	200
 
-static uint64_t accepted_peer(int fd, uint64_t ino, struct usmc_stats_file *f, int slot)
+bool usmc_scm_peer_adopts(int fd, bool wait)
 {
-	struct sockaddr_un a;
-	socklen_t alen = sizeof(a);
-	struct unix_diag_vfs v;
-	struct stat st;
-	uint64_t peer = 0;
-	int ms;
+	struct usmc_stats_file *f;
+	struct unix_diag_vfs vfs;
+	uint64_t ino, peer, lst;
+	int slot, ms;
 
-	memset(&a, 0, sizeof(a));
-	if (usmc_sys(SYS_getpeername, fd, (long)&a, (long)&alen) ||
-	    alen <= offsetof(struct sockaddr_un, sun_path) + 1 || !a.sun_path[0] ||
-	    alen >= sizeof(a))
-		return 0;
-	memset(&st, 0, sizeof(st));	/* filled by a raw call */
-	if (usmc_sys6(SYS_newfstatat, AT_FDCWD, (long)a.sun_path, (long)&st, 0, 0, 0) ||
-	    !S_ISSOCK(st.st_mode))
-		return 0;
-	/* The kernel's dev_t, as UNIX_DIAG_VFS reports it. */
-	v.udiag_vfs_dev = (uint32_t)(major(st.st_dev) << 20 | minor(st.st_dev));
-	v.udiag_vfs_ino = (uint32_t)st.st_ino;
-	if (tainted(f, vfs_id(&v)) || !announced(f, slot, vfs_id(&v)))
-		return 0;
+	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) || !usmc_scm_unix_ino(fd, &ino))
+		return false;
+	if (unix_diag(ino, &peer, NULL), peer) {
+		if (tainted(f, peer))
+			return false;
+		if (announced(f, slot, peer))
+			return true;
+		/* Accepted, never read from: through which listener? */
+		lst = unix_diag(peer, &(uint64_t){ 0 }, &vfs) ? listener_of(0, &vfs) : 0;
+		return lst && !tainted(f, lst) && announced(f, slot, lst);
+	}
+	/* Connected to a listener, not accepted yet (no inode of its own). */
+	lst = listener_of(ino, NULL);
+	if (!wait || !lst || tainted(f, lst) || !announced(f, slot, lst))
+		return false;
 	for (ms = 0; ms < ADOPT_ACCEPT_MS && !peer; ms++) {
 		usleep(1000);
 		unix_diag(ino, &peer, NULL);
 	}
-	return peer;
+	return peer && !tainted(f, peer) && !tainted(f, lst) && announced(f, slot, lst);
 }
 
-bool usmc_scm_peer_adopts(int fd)
+int usmc_scm_listen(int fd, int backlog)
 {
-	struct usmc_stats_file *f;
-	uint64_t ino, peer, vfs;
-	int slot;
+	uint64_t ino;
+	int rc = real.listen(fd, backlog);
 
-	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) || !usmc_scm_unix_ino(fd, &ino))
-		return false;
-	unix_diag(ino, &peer, NULL);
-	if (!peer)
-		peer = accepted_peer(fd, ino, f, slot);
-	if (!peer || tainted(f, peer))
-		return false;
-	if (announced(f, slot, peer))
-		return true;
-	/* Not read yet: accepted from a listener only usmc processes hold? */
-	unix_diag(peer, NULL, &vfs);
-	return vfs && !tainted(f, vfs) && announced(f, slot, vfs);
+	if (!rc && !usmc_sandboxed() && usmc_scm_unix_ino(fd, &ino))
+		usmc_scm_announce(ino);
+	return rc;
 }

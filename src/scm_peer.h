@@ -23,7 +23,8 @@ void usmc_scm_announce_inherited(void);
 /* listen(2) for a socket that is not ours: a UNIX one announces the
  * identity of its file (its holders run libusmc, until one is tainted). */
 int usmc_scm_listen(int fd, int backlog);
-/* Will whoever reads what we send on UNIX socket fd run libusmc? */
-bool usmc_scm_peer_adopts(int fd);
+/* Will whoever reads what we send on UNIX socket fd run libusmc?  wait:
+ * a peer not accepted yet may be waited for (up to 200 ms). */
+bool usmc_scm_peer_adopts(int fd, bool wait);
 
 #endif

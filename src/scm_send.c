@@ -295,7 +295,7 @@ static bool adopts(struct scm_out *o, int fd)
 {
 	int i, ms;
 
-	if (usmc_scm_peer_adopts(fd))
+	if (usmc_scm_peer_adopts(fd, true))
 		return true;
 	for (i = 0; i < o->nfds; i++)
 		if (o->sk[i] && usmc_handover_strands(o->sk[i], o->fds[i]))
@@ -304,7 +304,7 @@ static bool adopts(struct scm_out *o, int fd)
 		return false;
 	for (ms = 0; ms < ADOPT_WAIT_MS; ms++) {
 		usleep(1000);
-		if (usmc_scm_peer_adopts(fd))
+		if (usmc_scm_peer_adopts(fd, false))
 			return true;
 	}
 	return false;

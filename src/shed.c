@@ -45,10 +45,12 @@
  * nothing back.  The locks it then takes (sk->lock, the family locks) are
  * held only by calls holding a reference, which usmc_fd_quiet excluded.
  */
+#include "clc.h"
 #include "clc_bind.h"
 #include "conn.h"
 #include "epoll.h"
 #include "fdtab.h"
+#include "lgr.h"
 #include "log.h"
 #include "migrate.h"
 #include "shed.h"
@@ -145,12 +147,14 @@ static bool shed_conn(void)
  * groups nothing uses go (usmc_lgr_shed).  Only while no call holds a
  * socket: calls load sk->lgr and the bell numbers without sk->lock.
  * Connections still on shared memory keep theirs: the budget of lgr.c
- * keeps new link groups within an eighth of the limit.
+ * keeps new link groups within an eighth of the limit, and our listeners'
+ * clients size them for it (usmc_lgr_fit).
  */
 void usmc_shed_address_space(void)
 {
 	long lim = usmc_nofile_limit(false), fd;
 
+	usmc_lgr_fit_forget();
 	if (!usmc_fd_quiet(NULL))
 		return;
 	for (fd = 0; fd < lim; fd++) {
@@ -158,6 +162,9 @@ void usmc_shed_address_space(void)
 
 		if (!sk)
 			continue;
+		/* Clients size link groups for what we can map now. */
+		if (sk->kind == SK_LISTEN && LOAD_ACQUIRE(&sk->lst))
+			usmc_clc_ln_fit_lower(sk->lst, usmc_lgr_fit());
 		if (sk->kind == SK_CONN && sk->role == 'S' && sk->lgr &&
 		    sk_mode(sk) == USMC_MODE_TCP && usmc_epoll_sock_resync(sk)) {
 			pthread_mutex_lock(&sk->lock);

@@ -118,7 +118,7 @@ COPY_SKIP = {
     "t_spawn": ["vfork_spawn", "spawn_keep", "spawn_inherit"],
     # Its device maps each link group twice (dev_copy.c), which lgr.c
     # counts against the budget but does not size link groups for.
-    "t_aslimit": ["budget", "server_limited"],
+    "t_aslimit": ["budget", "server_limited", "server_limited_late"],
 }
 # Whole programs about connections split between processes by fork.
 COPY_SKIP_PROGRAMS = {

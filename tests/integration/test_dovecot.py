@@ -10,8 +10,9 @@ of fewer slots for it: only a connection made before any login process
 said so goes to TCP.  After login, imap-login hands the connection to an
 imap process that the master starts for it, over a UNIX connection nobody
 accepted yet: the connection stays on shared memory only because the
-master announced the listener's file (scm_peer.c); it used to move to TCP
-there (handed_over), so the mail itself crossed TCP.
+master announced its listener (scm_peer.c, found by the client in its
+queue); it used to move to TCP there (handed_over), so the mail itself
+crossed TCP.
 
 Dovecot clears its children's environment: `import_environment` must name
 LD_PRELOAD and USMC_RUNDIR (docs/usage.md).  Everything runs as dovenull,

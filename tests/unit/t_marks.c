@@ -14,9 +14,11 @@
  * (t_semantics inet_opts, one run in a few hundred).
  *
  * One thread writes 0 to both options on the listener, the accepted socket
- * and the client, over and over; the main thread asks the kernel
- * (sock_diag, as usmc asks) for the three sockets' marks meanwhile, and
- * counts every answer without them.  Then the connection must still be on
+ * and the client, and 1 to the listener's RFC4884, over and over; the main
+ * thread asks the kernel (sock_diag, as usmc asks) for the three sockets'
+ * marks meanwhile, and counts every answer without them, and every one
+ * with the decided mark on the listener (what it accepts would carry it
+ * before any decision).  Then the connection must still be on
  * shared memory, carry bytes both ways, and show the program its 0s.
  * Skips (77) when not accelerating.
  */
@@ -39,10 +41,8 @@ struct writer {
 	volatile int done;
 };
 
-static void zero(int fd, int name)
+static void set(int fd, int name, int v)
 {
-	int v = 0;
-
 	t_ok(setsockopt(fd, SOL_IP, name, &v, sizeof(v)));
 }
 
@@ -52,11 +52,12 @@ static void *writer_main(void *arg)
 	int i;
 
 	for (i = 0; i < WRITES; i++) {
-		zero(w->lfd, IP_BIND_ADDRESS_NO_PORT);
-		zero(w->lfd, IP_RECVERR_RFC4884);
-		zero(w->sfd, IP_BIND_ADDRESS_NO_PORT);
-		zero(w->sfd, IP_RECVERR_RFC4884);
-		zero(w->cfd, IP_RECVERR_RFC4884);
+		set(w->lfd, IP_BIND_ADDRESS_NO_PORT, 0);
+		set(w->lfd, IP_RECVERR_RFC4884, 1);	/* never to the kernel */
+		set(w->lfd, IP_RECVERR_RFC4884, 0);
+		set(w->sfd, IP_BIND_ADDRESS_NO_PORT, 0);
+		set(w->sfd, IP_RECVERR_RFC4884, 0);
+		set(w->cfd, IP_RECVERR_RFC4884, 0);
 	}
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -132,7 +133,7 @@ int main(void)
 	struct writer w;
 	pthread_t th;
 	uint16_t port, cport;
-	long asks = 0, lost_l = 0, lost_s = 0, lost_c = 0;
+	long asks = 0, lost_l = 0, lost_s = 0, lost_c = 0, extra_l = 0;
 	char mode[32], why[64];
 	int nl, done;
 
@@ -158,18 +159,25 @@ int main(void)
 	if (pthread_create(&th, NULL, writer_main, &w))
 		t_fail("pthread_create");
 	do {
+		int ml;
+
 		done = __atomic_load_n(&w.done, __ATOMIC_ACQUIRE);
-		lost_l += !(marks(nl, port, 0) & 1);
+		ml = marks(nl, port, 0);
+		lost_l += !(ml & 1);
+		extra_l += !!(ml & 2);
 		lost_s += marks(nl, port, cport) != 3;
 		lost_c += !(marks(nl, cport, port) & 2);
 		asks++;
 	} while (!done);
 	pthread_join(th, NULL);
 	close(nl);
-	printf("%ld looks during %d writes of 0: listener's mark off %ld times, server end's %ld, "
-	       "client's %ld\n", asks, WRITES, lost_l, lost_s, lost_c);
+	printf("%ld looks during %d writes: listener's mark off %ld times, server end's %ld, "
+	       "client's %ld; the listener said decided %ld times\n", asks, WRITES, lost_l, lost_s,
+	       lost_c, extra_l);
 	if (lost_l || lost_s || lost_c)
 		t_fail("a program's 0 took usmc's mark off the kernel's socket");
+	if (extra_l)
+		t_fail("a program's 1 put the decided mark on a listener (copied to what it accepts)");
 
 	say_value(w.lfd, "listener", IP_BIND_ADDRESS_NO_PORT, 0);
 	say_value(w.sfd, "server end", IP_RECVERR_RFC4884, 0);
