@@ -163,7 +163,7 @@ void usmc_shed_address_space(void)
 		if (!sk)
 			continue;
 		/* Clients size link groups for what we can map now. */
-		if (sk->kind == SK_LISTEN && LOAD_ACQUIRE(&sk->lst))
+		if (sk->kind == SK_LISTEN && __atomic_load_n(&sk->lst, __ATOMIC_ACQUIRE))
 			usmc_clc_ln_fit_lower(sk->lst, usmc_lgr_fit());
 		if (sk->kind == SK_CONN && sk->role == 'S' && sk->lgr &&
 		    sk_mode(sk) == USMC_MODE_TCP && usmc_epoll_sock_resync(sk)) {

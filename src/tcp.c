@@ -304,9 +304,13 @@ void usmc_tcp_take_owed_ms(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
 	uint64_t deadline = ms < 0 ? 0 : usmc_now_ns() + (uint64_t)ms * 1000000;
 
 	while (sk_flag(sk, owed)) {
-		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-		int rc = usmc_tcp_skip_wake(sk, fd, true), left = ms < 0 ? -1 :
-								 (int)usmc_ms_left(deadline);
+		/* Another thread may close fd while we wait (a fork's move of
+		 * every connection to TCP, fork_churn), and the number name a
+		 * new socket: the bytes come on ours, kept open for us. */
+		int lfd = usmc_sock_live_fd(sk, fd);
+		struct pollfd p = { .fd = lfd, .events = POLLIN | POLLRDHUP };
+		int rc = lfd < 0 ? -EBADF : usmc_tcp_skip_wake(sk, lfd, true),
+		    left = ms < 0 ? -1 : (int)usmc_ms_left(deadline);
 
 		if ((rc == -EAGAIN || rc == -EWOULDBLOCK) && left)
 			sys_poll(&p, 1, left);

@@ -108,7 +108,9 @@ def test_time_wait_as_tcp(rundir, procs, tmp_path, first):
         assert p.stdout().strip() == b"ok", p.diag()
         got[usmc] = time_wait(port)
     active = 0 if first == "server" else 1       # time_wait(): (server, client)
-    assert got[False][active] == N and got[False][1 - active] == 0, got
+    # Plain TCP too: a loaded machine once made one close in 100
+    # simultaneous (TIME_WAIT at both ends), so the same slack.
+    assert got[False][active] == N and got[False][1 - active] <= N // 10, got
     assert got[True][active] >= N - N // 10, got
     assert got[True][1 - active] <= N // 10, got
     st = rundir.stat()
