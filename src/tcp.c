@@ -306,10 +306,12 @@ void usmc_tcp_take_owed_ms(struct usmc_sock *sk, int fd, uint32_t owed, int ms)
 	while (sk_flag(sk, owed)) {
 		/* Another thread may close fd while we wait (a fork's move of
 		 * every connection to TCP, fork_churn), and the number name a
-		 * new socket: the bytes come on ours, kept open for us. */
+		 * new socket: the bytes come on ours, kept open for us.  fd
+		 * out of the table and none kept: the caller's own (a close
+		 * in progress). */
 		int lfd = usmc_sock_live_fd(sk, fd);
-		struct pollfd p = { .fd = lfd, .events = POLLIN | POLLRDHUP };
-		int rc = lfd < 0 ? -EBADF : usmc_tcp_skip_wake(sk, lfd, true),
+		struct pollfd p = { .fd = lfd < 0 ? fd : lfd, .events = POLLIN | POLLRDHUP };
+		int rc = usmc_tcp_skip_wake(sk, p.fd, true),
 		    left = ms < 0 ? -1 : (int)usmc_ms_left(deadline);
 
 		if ((rc == -EAGAIN || rc == -EWOULDBLOCK) && left)
