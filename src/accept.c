@@ -35,7 +35,6 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	struct usmc_addr srv;
 	struct usmc_lgr *l;
 	int reason, rc;
-	size_t fit;
 
 	/* Our controls declined after the client proposed: decline it. */
 	reason = usmc_clc_ln_off_reason(sk->ln);
@@ -60,9 +59,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	if (reason)
 		return reason;
 	/* Under an address-space limit: clients size link groups for us. */
-	fit = usmc_lgr_fit();
-	if (fit)
-		usmc_clc_ln_fit_lower(sk->ln, fit);
+	usmc_clc_ln_fit_lower(sk->ln, usmc_lgr_fit());
 	rc = usmc_lgr_attach(p->lgr_id, p->devs[0], &l);
 	if (rc) {
 		/* A user the policy does not allow is a decision, not an error. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * nl.h - one request, one answer over netlink (route.c, clc_bind.c), with
- * raw system calls: the library's wrappers must not see these sockets.
+ * nl.h - netlink requests over raw system calls (route.c, clc_bind.c,
+ * reuseport.c, scm_peer.c): the library's wrappers must not see these
+ * sockets.  One request with one answer, or a dump.
  */
 #ifndef USMC_NL_H
 #define USMC_NL_H
@@ -21,6 +22,12 @@ void usmc_nl_close(int s);
  * the request; an acknowledgement without a message is -ENOENT).
  */
 int usmc_nl_ask(int s, struct nlmsghdr *req, char *buf, size_t size, struct nlmsghdr **out);
+/*
+ * Send req as a dump request and call fn for each message of its answer:
+ * 0 once the kernel said done, or -errno (its error, or a failed call).
+ */
+int usmc_nl_dump(int s, struct nlmsghdr *req, void (*fn)(const struct nlmsghdr *h, void *arg),
+		 void *arg);
 /* The first attribute of this type among those at a (len bytes), or NULL. */
 const struct rtattr *usmc_nl_attr(const struct rtattr *a, long len, unsigned short type);
 

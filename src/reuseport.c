@@ -13,12 +13,12 @@
  * is accelerated; a group of several sockets is not (USMC_R_REUSEPORT).
  *
  * Layer: discovery helper, called by registry.c; talks to the kernel
- * directly (sys.h), so it serves the library and the CLI alike.
+ * directly (nl.c), so it serves the library and the CLI alike.
  * Cost: one netlink socket and two dumps of the namespace's listeners, per
  * connect() to such a listener.
  */
+#include "nl.h"
 #include "reuseport.h"
-#include "sys.h"
 
 #include <arpa/inet.h>
 #include <linux/inet_diag.h>
@@ -54,6 +54,27 @@ static bool takes(const struct inet_diag_msg *m, const struct usmc_addr *dst)
 	return !memcmp(a, dst->a, 16);
 }
 
+struct tally_arg {
+	const struct usmc_addr *dst;
+	uint64_t ino;
+	struct tally *t;
+};
+
+static void tally_one(const struct nlmsghdr *h, void *arg)
+{
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	struct tally_arg *a = arg;
+
+	if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+		return;
+	if (ntohs(m->id.idiag_sport) != a->dst->port || !takes(m, a->dst))
+		return;
+	if (m->idiag_inode == a->ino)
+		a->t->seen = true;
+	else
+		a->t->others++;
+}
+
 static int dump(int nl, int family, const struct usmc_addr *dst, uint64_t ino,
 		struct tally *t)
 {
@@ -61,45 +82,13 @@ static int dump(int nl, int family, const struct usmc_addr *dst, uint64_t ino,
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 r;
 	} req = {
-		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = (uint32_t)family },
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY },
 		.r = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP,
 		       .idiag_states = 1u << TCP_LISTEN },
 	};
-	long buf[2048];
+	struct tally_arg a = { dst, ino, t };
 
-	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) !=
-	    (long)sizeof(req))
-		return -EIO;
-	for (;;) {
-		long n;
-
-		/* The kernel writes what it returns; the analyser cannot see a raw
-		 * system call do so. */
-		memset(buf, 0, sizeof(buf));
-		n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
-		struct nlmsghdr *h;
-
-		if (n <= 0)
-			return -EIO;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			const struct inet_diag_msg *m = NLMSG_DATA(h);
-
-			if (h->nlmsg_type == NLMSG_DONE)
-				return 0;
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return -EIO;
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-				continue;
-			if (ntohs(m->id.idiag_sport) != dst->port || !takes(m, dst))
-				continue;
-			if (m->idiag_inode == ino)
-				t->seen = true;
-			else
-				t->others++;
-		}
-	}
+	return usmc_nl_dump(nl, &req.nlh, tally_one, &a);
 }
 
 bool usmc_reuseport_sole(const struct usmc_addr *dst, uint64_t ino)
@@ -110,11 +99,11 @@ bool usmc_reuseport_sole(const struct usmc_addr *dst, uint64_t ino)
 
 	if (!ino)
 		return false;
-	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	nl = usmc_nl_open(NETLINK_SOCK_DIAG);
 	if (nl < 0)
 		return false;
 	if (!dump(nl, AF_INET, dst, ino, &t) && !dump(nl, AF_INET6, dst, ino, &t))
 		ok = t.seen && !t.others;
-	sys_close(nl);
+	usmc_nl_close(nl);
 	return ok;
 }

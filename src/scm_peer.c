@@ -46,9 +46,10 @@
  * Layer: process discovery for handover.c and scm_recv.c; raw system calls
  * (sys.h), no locks (words in the counters file, one writer per slot).
  */
+#include "nl.h"
 #include "real.h"
-#include "sandbox.h"
 #include "rundir.h"
+#include "sandbox.h"
 #include "scm_peer.h"
 #include "stats.h"
 #include "sys.h"
@@ -216,74 +217,74 @@ static bool unix_diag(uint64_t ino, uint64_t *peer, struct unix_diag_vfs *vfs)
 		struct nlmsghdr nlh;
 		struct unix_diag_req r;
 	} req = {
-		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			 .nlmsg_flags = NLM_F_REQUEST },
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY },
 		.r = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
 		       .udiag_show = UDIAG_SHOW_PEER | (vfs ? UDIAG_SHOW_VFS : 0u),
 		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
-	long buf[256];
-	bool have_vfs = false;
+	char buf[USMC_NL_BUF] __attribute__((aligned(8)));
+	const struct unix_diag_msg *m;
+	const struct rtattr *a;
 	struct nlmsghdr *h;
-	long n;
+	bool have_vfs = false;
+	long alen;
 	int nl;
 
 	*peer = 0;
 	if (ino > UINT32_MAX)
 		return false;
-	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	nl = usmc_nl_open(NETLINK_SOCK_DIAG);
 	if (nl < 0)
 		return false;
-	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
+	if (usmc_nl_ask(nl, &req.nlh, buf, sizeof(buf), &h) || h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+	    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) || (m = NLMSG_DATA(h))->udiag_ino != (uint32_t)ino)
 		goto out;
-	/* The kernel writes what it returns; the analyser cannot see a raw
-	 * system call do so. */
-	memset(buf, 0, sizeof(buf));
-	n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
-	for (h = (struct nlmsghdr *)buf; n > 0 && NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-		const struct unix_diag_msg *m = NLMSG_DATA(h);
-		struct rtattr *a;
-		int alen;
-
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)) ||
-		    m->udiag_ino != (uint32_t)ino)
-			break;
-		alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-		for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-			if (a->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
-				*peer = *(const uint32_t *)RTA_DATA(a);
-			if (vfs && a->rta_type == UNIX_DIAG_VFS &&
-			    RTA_PAYLOAD(a) >= (int)sizeof(*vfs)) {
-				memcpy(vfs, RTA_DATA(a), sizeof(*vfs));
-				have_vfs = true;
-			}
-		}
-		break;
+	alen = (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+	a = usmc_nl_attr((const struct rtattr *)(m + 1), alen, UNIX_DIAG_PEER);
+	if (a && RTA_PAYLOAD(a) >= (int)sizeof(uint32_t))
+		*peer = *(const uint32_t *)RTA_DATA(a);
+	a = vfs ? usmc_nl_attr((const struct rtattr *)(m + 1), alen, UNIX_DIAG_VFS) : NULL;
+	if (a && RTA_PAYLOAD(a) >= (int)sizeof(*vfs)) {
+		memcpy(vfs, RTA_DATA(a), sizeof(*vfs));
+		have_vfs = true;
 	}
 out:
-	sys_close(nl);
+	usmc_nl_close(nl);
 	return have_vfs;
 }
 
-/* Does listener message m (attributes alen bytes at a) queue client ino,
- * or hold the file *vfs? */
-static bool listener_matches(struct rtattr *a, int alen, uint64_t ino,
-			     const struct unix_diag_vfs *vfs)
+/* What listener_of looks for, and what it found. */
+struct listener_find {
+	uint64_t ino;				/* a client in the queue, or 0 */
+	const struct unix_diag_vfs *vfs;	/* the listener's file, or NULL */
+	uint64_t found;
+};
+
+/* Does listener message h queue client ino, or hold the file *vfs? */
+static void listener_match(const struct nlmsghdr *h, void *arg)
 {
-	for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-		if (ino && a->rta_type == UNIX_DIAG_ICONS) {
+	const struct unix_diag_msg *m = NLMSG_DATA(h);
+	struct listener_find *q = arg;
+	const struct rtattr *a;
+	long alen;
+
+	if (q->found || h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+	    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+		return;
+	alen = (long)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+	for (a = (const struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		if (q->ino && a->rta_type == UNIX_DIAG_ICONS) {
 			const uint32_t *c = RTA_DATA(a);
 			size_t i, nc = RTA_PAYLOAD(a) / sizeof(uint32_t);
 
 			for (i = 0; i < nc; i++)
-				if (c[i] == (uint32_t)ino)
-					return true;
+				if (c[i] == (uint32_t)q->ino)
+					q->found = m->udiag_ino;
 		}
-		if (vfs && a->rta_type == UNIX_DIAG_VFS && RTA_PAYLOAD(a) >= (int)sizeof(*vfs) &&
-		    !memcmp(RTA_DATA(a), vfs, sizeof(*vfs)))
-			return true;
+		if (q->vfs && a->rta_type == UNIX_DIAG_VFS && RTA_PAYLOAD(a) >= (int)sizeof(*q->vfs) &&
+		    !memcmp(RTA_DATA(a), q->vfs, sizeof(*q->vfs)))
+			q->found = m->udiag_ino;
 	}
-	return false;
 }
 
 /*
@@ -297,46 +298,19 @@ static uint64_t listener_of(uint64_t ino, const struct unix_diag_vfs *vfs)
 		struct nlmsghdr nlh;
 		struct unix_diag_req r;
 	} req = {
-		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY },
 		.r = { .sdiag_family = AF_UNIX, .udiag_states = 1u << TCP_LISTEN,
 		       .udiag_show = UDIAG_SHOW_ICONS | UDIAG_SHOW_VFS,
 		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
-	long buf[2048];
-	uint64_t found = 0;
-	struct nlmsghdr *h;
-	bool done = false;
-	long n;
-	int nl;
+	struct listener_find q = { ino, vfs, 0 };
+	int nl = usmc_nl_open(NETLINK_SOCK_DIAG);
 
-	nl = (int)usmc_sys(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0)
 		return 0;
-	if (usmc_sys6(SYS_sendto, nl, (long)&req, sizeof(req), MSG_NOSIGNAL, 0, 0) != (long)sizeof(req))
-		goto out;
-	while (!done) {
-		memset(buf, 0, sizeof(buf));	/* as above: filled by a raw call */
-		n = usmc_sys6(SYS_recvfrom, nl, (long)buf, sizeof(buf), 0, 0, 0);
-		if (n <= 0)
-			break;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			const struct unix_diag_msg *m = NLMSG_DATA(h);
-
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-			    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m))) {
-				done = true;	/* NLMSG_DONE, or an error */
-				break;
-			}
-			if (!found && listener_matches((struct rtattr *)(m + 1),
-						       (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m))),
-						       ino, vfs))
-				found = m->udiag_ino;
-		}
-	}
-out:
-	sys_close(nl);
-	return found;
+	usmc_nl_dump(nl, &req.nlh, listener_match, &q);
+	usmc_nl_close(nl);
+	return q.found;
 }
 
 static bool tainted(const struct usmc_stats_file *f, uint64_t ino)

@@ -173,37 +173,6 @@ static void check_peer_closed(void)
 	close(c);
 }
 
-static void send_fd(int via, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = "f", .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &fd, sizeof(int));
-	t_assert(sendmsg(via, &m, 0) == 1, "sendmsg: %s", strerror(errno));
-}
-
-static int recv_fd(int via)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))], b;
-	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *h;
-	int fd;
-
-	t_assert(recvmsg(via, &m, 0) == 1, "recvmsg: %s", strerror(errno));
-	h = CMSG_FIRSTHDR(&m);
-	t_assert(h && h->cmsg_type == SCM_RIGHTS, "no descriptor in the message");
-	memcpy(&fd, CMSG_DATA(h), sizeof(int));
-	return fd;
-}
-
 static void check_scm(void)
 {
 	long long moved = t_fallbacks("device_unshared");
@@ -216,7 +185,7 @@ static void check_scm(void)
 		int fd;
 
 		close(sv[0]);
-		fd = recv_fd(sv[1]);
+		fd = t_recv_fd(sv[1], 0);
 		t_recv_pat(fd, 5, PART);
 		t_recv_pat(fd, 6, PART);
 		expect_state(fd, "TCP", "device_unshared");
@@ -225,7 +194,7 @@ static void check_scm(void)
 	close(sv[1]);
 	t_pair_smc(&c, &s);
 	t_send_pat(c, 5, PART);
-	send_fd(sv[0], s);
+	t_send_fd(sv[0], s);
 	close(s);
 	t_send_pat(c, 6, PART);
 	t_wait_child(kid, "receiver");

@@ -51,44 +51,6 @@
 #define W_PLAIN	0x1	/* worker without libusmc */
 #define W_EXEC	0x2	/* the socket inherited across exec (T_LFD), not passed */
 
-static void pass_fd(int chan, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))], b = 'f';
-	struct iovec v = { &b, 1 };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-
-	memset(cbuf, 0, sizeof(cbuf));
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(chan, &m, 0) != 1)
-		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
-}
-
-static int take_fd(int chan)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))], b;
-	struct iovec v = { &b, 1 };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	ssize_t n;
-	int fd;
-
-	do
-		n = recvmsg(chan, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	c = CMSG_FIRSTHDR(&m);
-	if (n != 1 || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-		t_fail("recvmsg: %zd %s", n, n < 0 ? strerror(errno) : "no descriptor");
-	memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
-}
-
 /* A socket bound to 127.0.0.1 (free port in *port), not listening; non-
  * blocking, as event loops make it: every holder polls, then accepts. */
 static int bound_socket(uint16_t *port)
@@ -155,7 +117,7 @@ static int worker(int chan, int lfd, int flags)
 	} else if (lfd < 0) {
 		/* Up: the acceptor may pass it (node's worker asks for it). */
 		t_sync_post(chan);
-		lfd = take_fd(chan);
+		lfd = t_recv_fd(chan, MSG_CMSG_CLOEXEC);
 	}
 	t_ok(listen(lfd, 64));
 	t_sync_post(chan);
@@ -275,7 +237,7 @@ static void check_passed_common(bool close_ours)
 	setenv("T_SMC", "1", 1);
 	for (i = 0; i < 2; i++) {
 		w[i] = worker_start(0);
-		pass_fd(w[i].chan, lfd);
+		t_send_fd(w[i].chan, lfd);
 	}
 	if (close_ours)
 		close(lfd);
@@ -321,7 +283,7 @@ static void check_exec_inherit(void)
 	for (i = 0; i < 2; i++)
 		w[i] = worker_start(W_EXEC);
 	w[2] = worker_start(0);
-	pass_fd(w[2].chan, lfd);
+	t_send_fd(w[2].chan, lfd);
 	close(lfd);
 	serve_all(w, 3, port);
 	expect(&before, CONNS, CONNS);
@@ -340,7 +302,7 @@ static void check_acceptor_too(void)
 	t_stats_get(&before);
 	setenv("T_SMC", "1", 1);
 	w = worker_start(0);
-	pass_fd(w.chan, lfd);
+	t_send_fd(w.chan, lfd);
 	t_sync_wait(w.chan);
 	/* We never listen(): the worker made it a listener. */
 	cl = t_start_role("client", port, CONNS, false);
@@ -371,7 +333,7 @@ static void check_plain_holder(void)
 	w[0] = worker_start(0);
 	w[1] = worker_start(W_PLAIN);
 	for (i = 0; i < 2; i++)
-		pass_fd(w[i].chan, lfd);
+		t_send_fd(w[i].chan, lfd);
 	serve_all(w, 2, port);
 	/* The plain worker's ends are not counted: only the client's and
 	 * the usmc worker's, all TCP. */
@@ -398,7 +360,7 @@ static void check_plain_later(void)
 	t_stats_get(&before);
 	setenv("T_SMC", "1", 1);
 	w[0] = worker_start(0);
-	pass_fd(w[0].chan, lfd);
+	t_send_fd(w[0].chan, lfd);
 	t_sync_wait(w[0].chan);
 	run_client(port, CONNS / 2);
 	expect(&before, CONNS / 2, CONNS / 2);
@@ -407,10 +369,10 @@ static void check_plain_later(void)
 	served = worker_stop(&w[0]);
 	unsetenv("T_SMC");
 	w[0] = worker_start(0);
-	pass_fd(w[0].chan, lfd);
+	t_send_fd(w[0].chan, lfd);
 	t_sync_wait(w[0].chan);
 	w[1] = worker_start(W_PLAIN);
-	pass_fd(w[1].chan, lfd);
+	t_send_fd(w[1].chan, lfd);
 	t_sync_wait(w[1].chan);
 	run_client(port, CONNS);
 	served += worker_stop(&w[0]) + worker_stop(&w[1]);

@@ -39,44 +39,6 @@
 #define PAT_REQ	31
 #define PAT_RESP 32
 
-static int take_fd(int chan)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))], b;
-	struct iovec v = { &b, 1 };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	ssize_t n;
-	int fd;
-
-	do
-		n = recvmsg(chan, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	c = CMSG_FIRSTHDR(&m);
-	if (n != 1 || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
-		t_fail("recvmsg: %zd %s", n, n < 0 ? strerror(errno) : "no descriptor");
-	memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
-}
-
-static void give_fd(int chan, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))], b = 'f';
-	struct iovec v = { &b, 1 };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
-			    .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-
-	memset(cbuf, 0, sizeof(cbuf));
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (sendmsg(chan, &m, 0) != 1)
-		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
-}
-
 /*
  * Role receiver: says it is up on sync, then accepts on the inherited
  * listener once the parent opens the gate (first: before the parent
@@ -93,7 +55,7 @@ static int receiver(int lfd, int sync, bool first)
 		t_sync_post(sync);	/* accepted */
 		t_sync_wait(sync);	/* sent: we never read before it */
 	}
-	fd = take_fd(c);
+	fd = t_recv_fd(c, MSG_CMSG_CLOEXEC);
 	t_recv_pat(fd, PAT_REQ, REQ);
 	t_send_pat(fd, PAT_RESP, RESP);
 	t_assert(read(fd, &(char){ 0 }, 1) == 0, "receiver: EOF expected");
@@ -145,12 +107,12 @@ static void handover(int how)
 	if (how & R_FIRST) {
 		t_sync_post(sv[0]);
 		t_sync_wait(sv[0]);	/* accepted */
-		give_fd(ux, s);
+		t_send_fd(ux, s);
 		t_sync_post(sv[0]);	/* sent */
 	} else {
 		/* Not accepted when we send: the send waits for the accept. */
 		t_ok(pthread_create(&gate, NULL, gate_later, &sv[0]) ? -1 : 0);
-		give_fd(ux, s);
+		t_send_fd(ux, s);
 		pthread_join(gate, NULL);
 	}
 	close(s);

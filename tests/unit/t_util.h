@@ -350,6 +350,47 @@ static T_UNUSED void t_read_all(int fd, void *buf, size_t len)
 	}
 }
 
+/* One byte on UNIX socket chan carrying descriptor fd (SCM_RIGHTS). */
+static T_UNUSED void t_send_fd(int chan, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b = 'f';
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+
+	memset(cbuf, 0, sizeof(cbuf));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(chan, &m, 0) != 1)
+		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
+}
+
+/* The descriptor t_send_fd sent on chan; flags: recvmsg's
+ * (MSG_CMSG_CLOEXEC or 0). */
+static T_UNUSED int t_recv_fd(int chan, int flags)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))], b;
+	struct iovec v = { &b, 1 };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd;
+
+	do
+		n = recvmsg(chan, &m, flags);
+	while (n < 0 && errno == EINTR);
+	c = CMSG_FIRSTHDR(&m);
+	if (n != 1 || !c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		t_fail("recvmsg: %zd %s", n, n < 0 ? strerror(errno) : "no descriptor");
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
 /* Send len pattern bytes of stream id from offset 0 / read and verify them. */
 static T_UNUSED void t_send_pat(int fd, uint32_t id, size_t len)
 {
