@@ -363,6 +363,8 @@ static void counters_json(const struct usmc_counters_snapshot *s)
 	       (unsigned long long)s->v[STAT_IDX(ring_given_back)]);
 	printf(",\n  \"doorbells_spared\": %llu",
 	       (unsigned long long)s->v[STAT_IDX(doorbells_spared)]);
+	printf(",\n  \"doorbells_unarmed\": %llu",
+	       (unsigned long long)s->v[STAT_IDX(doorbells_unarmed)]);
 	printf(",\n  \"tcp_fallback\": {");
 	for (i = 1, first = true; i < USMC_R_MAX; i++) {
 		if (!s->v[STAT_FALLBACK + i])
@@ -397,7 +399,8 @@ static void counters_text(const struct usmc_counters_snapshot *s)
 	       V(lgr_created), V(lgr_attached), V(dmbs_registered), V(dmbs_reused));
 	printf("handshake: %llu late declines, %llu wake bytes\n", V(late_declines), V(wake_bytes));
 	printf("rings: %llu bytes given back by idle connections\n", V(ring_given_back));
-	printf("doorbells: %llu spared (the peer was awake)\n", V(doorbells_spared));
+	printf("doorbells: %llu spared (the peer was awake), %llu dropped (not re-armed)\n",
+	       V(doorbells_spared), V(doorbells_unarmed));
 #undef V
 	counts_line("tcp fallback:", s, STAT_FALLBACK, USMC_R_MAX, usmc_reason_name);
 	counts_line("resets:", s, STAT_ABORT, USMC_A_MAX, usmc_abort_name);

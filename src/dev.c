@@ -17,6 +17,8 @@ static const struct usmc_dev_ops *const devices[] = {
 	&usmc_dev_loopback,
 };
 
+_Atomic bool usmc_dev_progressing;
+
 void usmc_dev_list(uint8_t ids[4], uint8_t first)
 {
 	unsigned int i, n = 0;

@@ -107,6 +107,24 @@ struct usmc_dev_ops {
 	 * Waiters watch edges and never read: a device empties what would
 	 * refuse the next signal itself. */
 	void (*signal)(struct usmc_lgr *lgr, int bell);
+	/* Optional: this side is about to look at its connections on lgr
+	 * before it may sleep on its doorbell (the look comes after the call,
+	 * and a signal to the peer's doorbell only ever follows a look at our
+	 * arm).  Consume what the doorbell delivered and re-arm it, so that
+	 * the next signal to it raises an edge.  SMC-R: ibv_get_cq_event +
+	 * ibv_ack_cq_events, ibv_req_notify_cq, then ibv_poll_cq (a CQ raises
+	 * one event per request).  NULL: every signal raises an edge by
+	 * itself (loopback's FIFO, ivshmem's eventfd).  Called from any
+	 * thread, before the fence of the arm protocol (cdc.c): a signal
+	 * whose kick saw our arm sees the re-arm too.
+	 *
+	 * Which connections a signal was for is not the doorbell's business:
+	 * each kick publishes the arm it answered in its own CDC lines
+	 * (data_rung, space_rung), which a device carries like any other
+	 * word; a doorbell only says "look" (epoll_bell.c).  Several waiters
+	 * of one side share a doorbell, and one that took slot numbers off it
+	 * would take them from the others. */
+	void (*progress)(struct usmc_lgr *lgr);
 };
 
 extern const struct usmc_dev_ops usmc_dev_loopback;
@@ -122,6 +140,10 @@ const struct usmc_dev_ops *usmc_dev_get(uint8_t id);
 /* Client: the best device of ours that a listener offering offered[]
  * (its registry record) can use too; NULL: none in common. */
 const struct usmc_dev_ops *usmc_dev_pick(const uint8_t offered[4]);
+
+/* Set once a link group of a device with a progress operation exists in
+ * this process: the core's calls to it cost one load until then. */
+extern _Atomic bool usmc_dev_progressing;
 
 /* Has every device of this build all of caps? */
 bool usmc_dev_all_can(uint32_t caps);

@@ -22,6 +22,14 @@
  *    each stored word to the peer's view, the way a CDC message would:
  *    a store the core made without a primitive never reaches the peer.
  *
+ *  - its doorbells raise one edge per re-arm, as a CQ notification does
+ *    (dev.h progress): a signal to the peer's doorbell goes out only if
+ *    the peer re-armed it since the last one that did, and is dropped
+ *    otherwise (doorbells_unarmed counts them); a wait that forgot to
+ *    re-arm before its look sleeps through every later kick.  Rings of
+ *    our own doorbell (shutdown, a nested wait's "look again") are local
+ *    wake-ups and always go out.
+ *
  * Everything else is loopback's: the link group file, its checks, the
  * FIFO doorbells, the OFD-lock liveness, and the per-side words of the
  * link group header (epoll's sleepers and spared counts), which stay
@@ -34,6 +42,7 @@
 #include "guard.h"
 #include "lgr.h"
 #include "rundir.h"
+#include "stats.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -176,6 +185,28 @@ static void copy_publish(struct usmc_lgr *l, uint32_t off, uint32_t len)
 	}
 }
 
+/* Our doorbell re-armed (seq_cst, before the arm protocol's fence: a kick
+ * that saw our arm after its own fence sees this, cdc.c). */
+static void copy_progress(struct usmc_lgr *l)
+{
+	_Atomic uint32_t *armed = usmc_lgr_dev_word(l, usmc_lgr_side(l));
+
+	if (!atomic_load(armed))
+		atomic_store(armed, 1);
+}
+
+/* The peer's doorbell edges once per re-arm (after the kicker's fence:
+ * see above); our own rings always. */
+static void copy_signal(struct usmc_lgr *l, int bell)
+{
+	if (bell != __atomic_load_n(&l->bell_own, __ATOMIC_RELAXED) &&
+	    !atomic_exchange(usmc_lgr_dev_word(l, 1 - usmc_lgr_side(l)), 0)) {
+		STAT_INC(doorbells_unarmed);
+		return;
+	}
+	usmc_lo_signal(l, bell);
+}
+
 const struct usmc_dev_ops usmc_dev_copy = {
 	.name = "copy",
 	.id = USMC_DEV_COPY,
@@ -193,7 +224,8 @@ const struct usmc_dev_ops usmc_dev_copy = {
 	.dmb_release = usmc_lo_dmb_release,
 	.move_data = copy_move_data,
 	.publish = copy_publish,
-	.signal = usmc_lo_signal,
+	.signal = copy_signal,
+	.progress = copy_progress,
 };
 
 #endif

@@ -210,6 +210,8 @@ void ep_sleep_exit(struct usmc_ep *ep);
 void ep_sleep_after_fork(struct usmc_ep *ep);
 void ep_sleep_order(struct usmc_ep *ep);
 void ep_spared_scan(struct usmc_ep *ep);
+/* Re-arm the doorbells of its groups before it looks (dev.h progress). */
+void ep_progress_all(struct usmc_ep *ep);
 void ep_sleep_check(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
 /* Watched from outside from now on (epoll_wait.c); caller holds ep_lock. */

@@ -207,6 +207,22 @@ void ep_spared_scan(struct usmc_ep *ep)
 	}
 }
 
+/*
+ * Every call, before its looks: re-arm the doorbell of every group the
+ * instance watches (dev.h progress).  An armed record stays armed across
+ * calls, so no fresh arm would do it for its group; and an instance
+ * watched from outside sleeps in its watcher's wait, which only its next
+ * call here follows.
+ */
+void ep_progress_all(struct usmc_ep *ep)
+{
+	struct ep_lg *e;
+
+	if (unlikely(LOAD_RELAXED(&usmc_dev_progressing)))
+		for (e = ep->lgs; e; e = e->next)
+			usmc_lgr_progress(e->l);
+}
+
 /* Fork child: the counts are the parent's, and so are its sleepers; an
  * ordered instance counts anew for the child. */
 void ep_sleep_after_fork(struct usmc_ep *ep)

@@ -174,6 +174,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 
 		ep_resync(ep);
 		ep_watch_scan(ep);
+		ep_progress_all(ep);
 		ep_spared_scan(ep);
 		n = ep_collect(ep, false, events, maxevents, call);
 		if (!n && ep->again && again_stale(ep))

@@ -148,6 +148,8 @@ static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner, const struct usmc_dev
 	l->map_max = SIZE_MAX;
 	l->bell_own = l->bell_peer = -1;
 	l->dev = dev;
+	if (dev->progress)
+		STORE_RELAXED(&usmc_dev_progressing, true);
 	pthread_mutex_init(&l->lock, NULL);
 	return l;
 }

@@ -98,10 +98,21 @@ struct usmc_lgr {
  */
 #define USMC_LGR_SLEEPERS_OFF	2048
 #define USMC_LGR_SPARED_OFF	2176
+/* A line per side for the device's own words (dev_copy: its doorbell's
+ * re-arm); loopback leaves them alone. */
+#define USMC_LGR_DEV_OFF	2304
 
 static inline int usmc_lgr_side(const struct usmc_lgr *l)
 {
 	return l->owner ? 0 : 1;
+}
+
+/* About to look at l's connections before a sleep on its doorbell
+ * (dev.h progress): before the arm protocol's fence. */
+static inline void usmc_lgr_progress(struct usmc_lgr *l)
+{
+	if (unlikely(LOAD_RELAXED(&usmc_dev_progressing)) && l->dev->progress)
+		l->dev->progress(l);
 }
 
 static inline _Atomic uint32_t *usmc_lgr_sleepers(struct usmc_lgr *l, int side)
@@ -112,6 +123,11 @@ static inline _Atomic uint32_t *usmc_lgr_sleepers(struct usmc_lgr *l, int side)
 static inline _Atomic uint32_t *usmc_lgr_spared(struct usmc_lgr *l, int side)
 {
 	return (_Atomic uint32_t *)(l->base + USMC_LGR_SPARED_OFF + (size_t)(side & 1) * 64);
+}
+
+static inline _Atomic uint32_t *usmc_lgr_dev_word(struct usmc_lgr *l, int side)
+{
+	return (_Atomic uint32_t *)(l->base + USMC_LGR_DEV_OFF + (size_t)(side & 1) * 64);
 }
 
 static inline struct usmc_cdc_ctrl *usmc_lgr_ctrl(struct usmc_lgr *l, uint32_t slot)

@@ -270,7 +270,8 @@ TEXT_COUNTERS = (
      ("lgr_created", "lgr_attached", "dmbs_registered", "dmbs_reused")),
     (r"handshake: (\d+) late declines, (\d+) wake bytes", ("late_declines", "wake_bytes")),
     (r"rings: (\d+) bytes given back by idle connections", ("ring_given_back",)),
-    (r"doorbells: (\d+) spared \(the peer was awake\)", ("doorbells_spared",)),
+    (r"doorbells: (\d+) spared \(the peer was awake\), (\d+) dropped \(not re-armed\)",
+     ("doorbells_spared", "doorbells_unarmed")),
 )
 
 
@@ -330,12 +331,14 @@ def test_stat_text_matches_json(rundir):
         f.seek(totals + 8 * (nscalar + abort_max + r_max + 1 + r_max + 13 + 8 + 8))
         f.write(struct.pack("<Q", 4242))
         f.write(struct.pack("<Q", 4343))     # doorbells_spared, right after
+        f.write(struct.pack("<Q", 4444))     # doorbells_unarmed, after that
     st = rundir.stat()
     check_stat_json(st, rundir)
     # The layout assumed above is the real one: JSON shows what was written.
     assert {f: st[f] for f in COUNTER_FIELDS} == want, h.fmt_stat(st)
     assert st["ring_given_back"] == 4242, h.fmt_stat(st)
     assert st["doorbells_spared"] == 4343, h.fmt_stat(st)
+    assert st["doorbells_unarmed"] == 4444, h.fmt_stat(st)
     assert sorted(st["aborts"].values()) == sorted(aborts.values()), st["aborts"]
     assert sorted(st["tcp_fallback"].values()) == sorted(fallback.values()), st["tcp_fallback"]
 
@@ -346,7 +349,8 @@ def test_stat_text_matches_json(rundir):
             assert got[f] == st[f], (f, got[f], st[f], text)
     assert got.get("ring_given_back") == 4242, text
     assert got.get("doorbells_spared") == 4343, text
+    assert got.get("doorbells_unarmed") == 4444, text
     assert set(got) == set(COUNTER_FIELDS) | {"tcp_fallback", "aborts", "ring_given_back",
-                                              "doorbells_spared"}, text
+                                              "doorbells_spared", "doorbells_unarmed"}, text
     assert got["tcp_fallback"] == st["tcp_fallback"], text
     assert got["aborts"] == st["aborts"], text

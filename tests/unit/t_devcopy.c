@@ -23,11 +23,21 @@
  *               and shells do): a close-on-exec connection, which the new
  *               image never gets, stays on shared memory; an inheritable
  *               one moves to TCP first (the new image takes it over).
+
+ *   rearm       the device's doorbell edges once per re-arm (dev.h
+ *               progress, a CQ notification's rule): a server process
+ *               asleep in epoll_wait on two connections of one link group
+ *               is stopped (SIGSTOP) and gets a byte on each; the second
+ *               kick finds the doorbell not re-armed and is dropped
+ *               (doorbells_unarmed, once per round), and the server, let
+ *               go, reads both bytes anyway: the first edge makes it look
+ *               at every armed connection, and its next call re-arms.
  */
 #include "t_util.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -239,12 +249,130 @@ static void check_vfork_exec(void)
 	close(si);
 }
 
+#define REARM_ROUNDS	5
+
+static long long counter(const char *key)
+{
+	char *j = t_stats_json();
+	long long n = t_json_int(j, key);
+
+	free(j);
+	return n;
+}
+
+/* The process's scheduler state ('S' asleep, 'T' stopped), from /proc. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	t_assert(f, "%s: %s", path, strerror(errno));
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL;
+	t_assert(p && p[1] == ' ', "%s: %s", path, buf);
+	return p[2];
+}
+
+static void wait_state(pid_t pid, char want, int times)
+{
+	int seen = 0;
+
+	while (seen < times) {
+		seen = proc_state(pid) == want ? seen + 1 : 0;
+		t_msleep(2);
+	}
+}
+
+/* Two connections in one epoll instance; each round: say "about to
+ * sleep", then read a byte of the round's value on each.  Then EOF. */
+static pid_t start_epoll_reader(int lfd, int sync)
+{
+	pid_t pid = t_fork_helper();
+	struct epoll_event ev, got[2];
+	int fds[2], ep, r, i, n, done;
+	char b;
+
+	if (pid)
+		return pid;
+	ep = epoll_create1(0);
+	t_assert(ep >= 0, "epoll_create1: %s", strerror(errno));
+	for (i = 0; i < 2; i++) {
+		fds[i] = t_accept(lfd);
+		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = (uint32_t)i };
+		t_assert(!epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev), "epoll_ctl: %s", strerror(errno));
+	}
+	for (r = 0; r < REARM_ROUNDS; r++) {
+		t_sync_post(sync);
+		for (done = 0; done != 3;) {
+			n = epoll_wait(ep, got, 2, -1);
+			if (n < 0 && errno == EINTR)	/* stopped: signal(7) */
+				continue;
+			t_assert(n > 0, "epoll_wait: %d %s", n, strerror(errno));
+			for (i = 0; i < n; i++) {
+				int k = (int)got[i].data.u32;
+
+				t_assert(read(fds[k], &b, 1) == 1 && b == 'a' + r,
+					 "round %d, connection %d: %s", r, k, strerror(errno));
+				done |= 1 << k;
+			}
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		t_assert_smc(fds[i]);
+		t_expect_eof(fds[i]);
+	}
+	_exit(0);
+}
+
+static void check_rearm(void)
+{
+	long long before = counter("doorbells_unarmed");
+	int lfd, c[2], sv[2], r, i;
+	uint16_t port;
+	pid_t srv;
+
+	lfd = t_listen(&port);
+	t_sync_pair(sv);
+	srv = start_epoll_reader(lfd, sv[1]);
+	close(lfd);
+	for (i = 0; i < 2; i++) {
+		c[i] = t_connect(port);
+		t_write_all(c[i], "", 0);
+	}
+	for (r = 0; r < REARM_ROUNDS; r++) {
+		char b = (char)('a' + r);
+
+		t_sync_wait(sv[0]);
+		wait_state(srv, 'S', 3);	/* asleep in epoll_wait, both armed */
+		t_assert(!kill(srv, SIGSTOP), "SIGSTOP: %s", strerror(errno));
+		wait_state(srv, 'T', 1);
+		for (i = 0; i < 2; i++)
+			t_write_all(c[i], &b, 1);
+		t_assert(!kill(srv, SIGCONT), "SIGCONT: %s", strerror(errno));
+	}
+	t_assert(counter("doorbells_unarmed") >= before + REARM_ROUNDS,
+		 "doorbells_unarmed %lld -> %lld: the second kick of a round rang", before,
+		 counter("doorbells_unarmed"));
+	for (i = 0; i < 2; i++) {
+		t_assert_smc(c[i]);
+		close(c[i]);
+	}
+	t_wait_child(srv, "epoll server");
+	close(sv[0]);
+	close(sv[1]);
+	t_smc_pairs += 2;
+}
+
 static const struct t_check checks[] = {
 	{ "stream", check_stream },
 	{ "fork", check_fork },
 	{ "peer_closed", check_peer_closed },
 	{ "scm", check_scm },
 	{ "vfork_exec", check_vfork_exec },
+	{ "rearm", check_rearm },
 };
 
 int main(int argc, char **argv)
