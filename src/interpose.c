@@ -212,18 +212,21 @@ EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *salen)
 EXPORT int shutdown(int fd, int how)
 {
 	struct usmc_sock *sk;
-	int rc = USMC_PASS;
+	long rc = USMC_PASS;
 
 	ENSURE_REAL(shutdown);
 	sk = usmc_fd_get(fd);
-	if (sk) {
-		usmc_sock_refresh(sk, fd);
-		if (sk_is_smc_path(sk))
-			rc = usmc_sock_shutdown(sk, fd, how);
-		usmc_sock_put(sk);
-	}
-	if (rc == USMC_PASS)
+	if (!sk)
 		return real.shutdown(fd, how);
+	usmc_sock_refresh(sk, fd);
+	if (sk_is_smc_path(sk))
+		rc = usmc_sock_shutdown(sk, fd, how);
+	if (rc == USMC_PASS) {
+		rc = real.shutdown(fd, how) ? -errno : 0;
+		if (!rc && how != SHUT_WR)
+			usmc_listen_shutdown(sk, fd);
+	}
+	usmc_sock_put(sk);
 	return (int)ret(rc);
 }
 

@@ -372,6 +372,28 @@ void usmc_listen_release(struct usmc_sock *sk)
  * reads TCP.  We keep our index until we close it; our own accepts find no
  * proposal and stay TCP.
  */
+/*
+ * shutdown(SHUT_RD) or SHUT_RDWR on a listener: the kernel stops it
+ * (inet_shutdown disconnects a listening socket, its queue is reset) and
+ * keeps the socket bound.  Its record would leave the address with two
+ * listeners for the next one bound there (SO_REUSEADDR), every client of
+ * that one uncertain of its route (TCP).  No holder publishes it again:
+ * a later listen() on it is served as TCP.
+ */
+void usmc_listen_shutdown(struct usmc_sock *sk, int fd)
+{
+	int acc = 1;
+	socklen_t l = sizeof(acc);
+
+	if (sk->kind != SK_LISTEN || real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) ||
+	    acc)
+		return;
+	usmc_listen_nopub(sk);
+	pthread_mutex_lock(&sk->lock);
+	usmc_listen_unpublish(sk);
+	pthread_mutex_unlock(&sk->lock);
+}
+
 void usmc_listen_unpublish(struct usmc_sock *sk)
 {
 	if (!sk->lst)

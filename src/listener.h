@@ -15,6 +15,9 @@ struct usmc_sock;
 int usmc_sock_listen(struct usmc_sock *sk, int fd, int backlog);
 /* The socket's last close: record and index removed. */
 void usmc_listen_release(struct usmc_sock *sk);
+/* After shutdown(SHUT_RD/RDWR) of fd: a listener the kernel stopped is
+ * unpublished for good. */
+void usmc_listen_shutdown(struct usmc_sock *sk, int fd);
 /* Clients stop finding it (it goes where nobody answers). */
 void usmc_listen_unpublish(struct usmc_sock *sk);
 /* accept() on a socket we only know as bound, which another

@@ -22,6 +22,11 @@
  *                suites): the descriptors usmc keeps do not grow with the
  *                number of listeners (before: one per listener connected
  *                to, EMFILE where TCP ran on)
+ *   shut_listener  shutdown(SHUT_RD) stops a listener (the kernel
+ *                refuses its address, the socket stays bound); a new
+ *                listener bound to the address next to it serves on shared
+ *                memory (before: the stopped one's record stayed, and every
+ *                client saw two listeners, uncertain_route)
  *
  * Each check runs in its own process; the counters must show exactly the
  * expected connections on shared memory and no fallback.
@@ -175,11 +180,37 @@ static void check_churn(void)
 		 before, after);
 }
 
+static void check_shut_listener(void)
+{
+	struct sockaddr_in a;
+	uint16_t port = 0;
+	int old = bound_socket(&port), lfd, c, s;
+
+	t_ok(listen(old, 16));
+	t_ok(shutdown(old, SHUT_RD));
+	a = t_addr(port);
+	c = t_ok(socket(AF_INET, SOCK_STREAM, 0));
+	t_assert(connect(c, (struct sockaddr *)&a, sizeof(a)) && errno == ECONNREFUSED,
+		 "connect to a listener shut down: %s", t_errname(errno));
+	close(c);
+	lfd = bound_socket(&port);
+	t_ok(listen(lfd, 16));
+	c = t_connect(port);
+	s = t_accept(lfd);
+	t_ping_smc(c, s);
+	t_smc_pairs++;
+	close(c);
+	close(s);
+	close(lfd);
+	close(old);
+}
+
 static const struct t_check checks[] = {
 	{ "after_kill", check_after_kill },
 	{ "after_kill_rebind", check_after_kill_rebind },
 	{ "after_exit", check_after_exit },
 	{ "churn", check_churn },
+	{ "shut_listener", check_shut_listener },
 };
 
 int main(int argc, char **argv)
