@@ -71,8 +71,13 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 
 	if (sk->kind != SK_TCP || usmc_addr_from_sa(&sk->peer, sa, len))
 		return real.connect(fd, sa, len);
+	/* Under the lock a program's write of our mark's option takes
+	 * (clc_bind.c usmc_bind_setsockopt): one that read us as not yet a
+	 * client has reached the kernel before we mark below. */
+	pthread_mutex_lock(&sk->lock);
 	sk->kind = SK_CONN;
 	sk->role = 'C';
+	pthread_mutex_unlock(&sk->lock);
 	usmc_stats_attach();
 
 	/* TCP_FASTOPEN_CONNECT: the kernel sends the SYN with the first

@@ -29,8 +29,10 @@
  * (shutdown wakes our own sleepers) count in sh->own_rung.
  * A device whose doorbell raises one edge per re-arm (dev.h progress:
  * SMC-R's CQ notification) is re-armed by every arm, before its fence,
- * and by every epoll call before it looks (epoll_sleep.c
- * ep_progress_all): a kick that sees our arm finds the doorbell armed.
+ * by every epoll call before it looks (epoll_sleep.c ep_progress_all)
+ * and by every edge an epoll instance takes (epoll_bell.c): a kick that
+ * sees our arm finds the doorbell armed, and an edge one sleeper took
+ * leaves it armed for the next ring another sleeper needs.
  */
 #include "cdc.h"
 #include "lgr.h"
@@ -44,7 +46,8 @@ void usmc_cdc_arm(struct usmc_sock *sk, int what, uint32_t seq[3])
 {
 	seq[0] = seq[1] = 0;
 	seq[2] = LOAD_ACQUIRE(&sk->sh->own_rung);
-	usmc_lgr_progress(sk->lgr);
+	if (sk->lgr)
+		usmc_lgr_progress(sk->lgr);
 	if (what & USMC_WAIT_RX)
 		seq[0] = cdc_arm_data(sk->rx_c);
 	if (what & USMC_WAIT_TX)

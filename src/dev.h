@@ -108,10 +108,12 @@ struct usmc_dev_ops {
 	 * refuse the next signal itself. */
 	void (*signal)(struct usmc_lgr *lgr, int bell);
 	/* Optional: this side is about to look at its connections on lgr
-	 * before it may sleep on its doorbell (the look comes after the call,
-	 * and a signal to the peer's doorbell only ever follows a look at our
-	 * arm).  Consume what the doorbell delivered and re-arm it, so that
-	 * the next signal to it raises an edge.  SMC-R: ibv_get_cq_event +
+	 * before it may sleep on its doorbell, or took an edge of it (the
+	 * look comes after the call, and a signal to the peer's doorbell
+	 * only ever follows a look at our arm).  Consume what the doorbell
+	 * delivered and re-arm it, so that the next signal to it raises an
+	 * edge: whoever takes an edge re-arms, as other waiters of the side
+	 * may sleep on for the next one.  SMC-R: ibv_get_cq_event +
 	 * ibv_ack_cq_events, ibv_req_notify_cq, then ibv_poll_cq (a CQ raises
 	 * one event per request).  NULL: every signal raises an edge by
 	 * itself (loopback's FIFO, ivshmem's eventfd).  Called from any

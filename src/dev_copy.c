@@ -199,7 +199,9 @@ static void copy_progress(struct usmc_lgr *l)
  * see above); our own rings always. */
 static void copy_signal(struct usmc_lgr *l, int bell)
 {
-	if (bell != __atomic_load_n(&l->bell_own, __ATOMIC_RELAXED) &&
+	if (bell < 0)		/* closed (shed.c): no edge to give */
+		return;
+	if (bell == __atomic_load_n(&l->bell_peer, __ATOMIC_RELAXED) &&
 	    !atomic_exchange(usmc_lgr_dev_word(l, 1 - usmc_lgr_side(l)), 0)) {
 		STAT_INC(doorbells_unarmed);
 		return;

@@ -212,15 +212,22 @@ void ep_spared_scan(struct usmc_ep *ep)
  * instance watches (dev.h progress).  An armed record stays armed across
  * calls, so no fresh arm would do it for its group; and an instance
  * watched from outside sleeps in its watcher's wait, which only its next
- * call here follows.
+ * call here follows.  Each edge the instance takes re-arms its group too
+ * (epoll_bell.c ep_bell_event).
  */
 void ep_progress_all(struct usmc_ep *ep)
 {
+	struct usmc_epreg *r;
 	struct ep_lg *e;
 
-	if (unlikely(LOAD_RELAXED(&usmc_dev_progressing)))
-		for (e = ep->lgs; e; e = e->next)
-			usmc_lgr_progress(e->l);
+	if (likely(!LOAD_RELAXED(&usmc_dev_progressing)))
+		return;
+	for (e = ep->lgs; e; e = e->next)
+		usmc_lgr_progress(e->l);
+	/* Records whose group entry could not be allocated (ep_lg_join). */
+	for (r = ep->regs; r; r = r->ep_next)
+		if (r->bell_lg && !r->eplg)
+			usmc_lgr_progress(r->bell_lg);
 }
 
 /* Fork child: the counts are the parent's, and so are its sleepers; an

@@ -60,8 +60,8 @@ struct usmc_counters {
 	_Atomic uint64_t rx_size_hist[USMC_SIZE_HIST];	/* rx_calls by bytes received */
 	_Atomic uint64_t ring_given_back;	/* ring bytes idle connections gave back (tx_backing.c) */
 	_Atomic uint64_t doorbells_spared;	/* arms answered without a ring: the peer was awake */
-	_Atomic uint64_t doorbells_unarmed;	/* rings a device dropped: the peer had not
-						 * re-armed its doorbell (dev.h progress) */
+	_Atomic uint64_t doorbells_unarmed;	/* of the doorbells, rings a device dropped: the
+						 * peer had not re-armed it (dev.h progress) */
 	/* New counters go here, last, and into NCOUNTERS (stats.c). */
 } __cacheline;
 

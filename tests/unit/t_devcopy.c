@@ -30,15 +30,23 @@
  *               is stopped (SIGSTOP) and gets a byte on each; the second
  *               kick finds the doorbell not re-armed and is dropped
  *               (doorbells_unarmed, once per round), and the server, let
- *               go, reads both bytes anyway: the first edge makes it look
- *               at every armed connection, and its next call re-arms.
+ *               go, reads both bytes.
+ *   two_sleepers two threads asleep in epoll_wait on one instance, over
+ *               two connections of one link group: a byte on the first
+ *               wakes one thread, which keeps it (blocks elsewhere); a
+ *               byte on the second must wake the other (before: the edge
+ *               the first took left the doorbell unarmed, and the second
+ *               slept through the ring until the first came back).
  */
 #include "t_util.h"
 
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #define STREAM	(1u << 20)
@@ -276,12 +284,19 @@ static char proc_state(pid_t pid)
 	return p[2];
 }
 
+/* pid (a process, or a thread of ours) in state want, times looks in a
+ * row; 20 s at most, and never a zombie. */
 static void wait_state(pid_t pid, char want, int times)
 {
+	uint64_t until = t_now_ms() + 20000;
 	int seen = 0;
+	char st;
 
 	while (seen < times) {
-		seen = proc_state(pid) == want ? seen + 1 : 0;
+		st = proc_state(pid);
+		t_assert(st != 'Z' && t_now_ms() < until, "%d: state %c, waited for %c", (int)pid,
+			 st, want);
+		seen = st == want ? seen + 1 : 0;
 		t_msleep(2);
 	}
 }
@@ -366,6 +381,99 @@ static void check_rearm(void)
 	t_smc_pairs += 2;
 }
 
+struct sleeper {
+	int ep, fds[2], report, gate;
+	_Atomic pid_t tid;
+};
+
+/* epoll_wait for one event; report which connection; the first one's
+ * taker waits at the gate.  'q' ends the thread. */
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+	struct epoll_event ev;
+	char b, k;
+	int n;
+
+	atomic_store(&s->tid, (pid_t)syscall(SYS_gettid));
+	for (;;) {
+		n = epoll_wait(s->ep, &ev, 1, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		t_assert(n == 1, "epoll_wait: %d %s", n, strerror(errno));
+		k = (char)ev.data.u32;
+		t_assert(read(s->fds[(int)k], &b, 1) == 1, "read: %s", strerror(errno));
+		if (b == 'q')
+			return NULL;
+		t_write_all(s->report, &k, 1);
+		if (k == 0)
+			t_read_all(s->gate, &b, 1);
+	}
+}
+
+static char next_report(int fd, const char *what)
+{
+	char k;
+
+	t_assert(t_wait_fd(fd, POLLIN, 20000) & POLLIN, "%s: no thread woke in 20 s", what);
+	t_read_all(fd, &k, 1);
+	return k;
+}
+
+static void check_two_sleepers(void)
+{
+	struct sleeper s[2];
+	int lfd, c[2], srv[2], rp[2], gp[2], ep, i;
+	struct epoll_event ev;
+	pthread_t th[2];
+	uint16_t port;
+
+	lfd = t_listen(&port);
+	for (i = 0; i < 2; i++) {	/* one listener: one link group */
+		c[i] = t_connect(port);
+		srv[i] = t_accept(lfd);
+		t_ping_smc(c[i], srv[i]);
+	}
+	t_ok(pipe(rp));
+	t_ok(pipe(gp));
+	ep = t_ok(epoll_create1(0));
+	for (i = 0; i < 2; i++) {
+		ev = (struct epoll_event){ .events = EPOLLIN, .data.u32 = (uint32_t)i };
+		t_ok(epoll_ctl(ep, EPOLL_CTL_ADD, srv[i], &ev));
+	}
+	for (i = 0; i < 2; i++) {
+		s[i] = (struct sleeper){ ep, { srv[0], srv[1] }, rp[1], gp[0], 0 };
+		t_assert(!pthread_create(&th[i], NULL, sleeper_main, &s[i]));
+	}
+	for (i = 0; i < 2; i++) {
+		while (!atomic_load(&s[i].tid))
+			t_msleep(1);
+		wait_state(atomic_load(&s[i].tid), 'S', 3);
+	}
+	t_write_all(c[0], "x", 1);
+	t_assert(next_report(rp[0], "first byte") == 0, "the first byte's connection");
+	t_write_all(c[1], "y", 1);
+	t_assert(next_report(rp[0], "second byte, one thread kept busy") == 1,
+		 "the second byte's connection");
+	t_write_all(gp[1], "g", 1);
+	for (i = 0; i < 2; i++)
+		t_write_all(c[i], "q", 1);
+	for (i = 0; i < 2; i++)
+		t_assert(!pthread_join(th[i], NULL));
+	for (i = 0; i < 2; i++) {
+		t_assert_smc(c[i]);
+		close(c[i]);
+		close(srv[i]);
+	}
+	close(ep);
+	close(lfd);
+	close(rp[0]);
+	close(rp[1]);
+	close(gp[0]);
+	close(gp[1]);
+	t_smc_pairs += 2;
+}
+
 static const struct t_check checks[] = {
 	{ "stream", check_stream },
 	{ "fork", check_fork },
@@ -373,6 +481,7 @@ static const struct t_check checks[] = {
 	{ "scm", check_scm },
 	{ "vfork_exec", check_vfork_exec },
 	{ "rearm", check_rearm },
+	{ "two_sleepers", check_two_sleepers },
 };
 
 int main(int argc, char **argv)
