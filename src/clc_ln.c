@@ -15,6 +15,7 @@
 #include "options.h"
 #include "rundir.h"
 #include "sys.h"
+#include "vmbudget.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,13 +28,22 @@ static struct usmc_clc_ln *ln_cache;
 static pthread_mutex_t ln_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Map the index and guard the mapping (guard.c): from then on a truncation
- * by anyone poisons it instead of killing us. */
-static int ln_map(struct usmc_clc_ln *ln, int fd)
+ * by anyone poisons it instead of killing us.  Within usmc's share of the
+ * address space (vmbudget.h; check: -E2BIG if it does not fit). */
+static int ln_map(struct usmc_clc_ln *ln, int fd, bool check)
 {
-	ln->idx = usmc_map_shared(fd, sizeof(struct usmc_clc_index));
-	if (!ln->idx)
-		return errno ? -errno : -ENOMEM;
-	ln->guard = usmc_guard_add(ln->idx, sizeof(struct usmc_clc_index));
+	size_t len = sizeof(struct usmc_clc_index);
+	int rc = usmc_vm_take(len, check);
+
+	if (rc)
+		return rc;
+	ln->idx = usmc_map_shared(fd, len);
+	if (!ln->idx) {
+		rc = errno ? -errno : -ENOMEM;
+		usmc_vm_give(len);
+		return rc;
+	}
+	ln->guard = usmc_guard_add(ln->idx, len);
 	return 0;
 }
 
@@ -41,6 +51,7 @@ static void ln_unmap(struct usmc_clc_ln *ln)
 {
 	usmc_guard_del(ln->guard);
 	munmap(ln->idx, sizeof(struct usmc_clc_index));
+	usmc_vm_give(sizeof(struct usmc_clc_index));
 	ln->idx = NULL;
 }
 
@@ -75,7 +86,7 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 		goto err_unlink;
 	}
 	atomic_fetch_or(&ln->backed[0], 1);
-	rc = ln_map(ln, fd);
+	rc = ln_map(ln, fd, true);
 	if (rc)
 		goto err_unlink;
 	/* A read lock: processes that listen on the same socket later each
@@ -215,7 +226,7 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 		usmc_ifd_close(fd);
 		return -ENOMEM;
 	}
-	rc = ln_map(ln, fd);
+	rc = ln_map(ln, fd, true);
 	if (rc) {
 		usmc_ifd_close(fd);
 		free(ln);
@@ -245,7 +256,7 @@ int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
 	ln = calloc(1, sizeof(*ln));
 	if (!ln)
 		return -ENOMEM;
-	if (ln_map(ln, fd)) {
+	if (ln_map(ln, fd, false)) {
 		free(ln);
 		return -EBADMSG;
 	}

@@ -15,6 +15,7 @@
 #include "options.h"
 #include "stats.h"
 #include "sys.h"
+#include "vmbudget.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -33,42 +34,12 @@ static pthread_mutex_t lgr_list_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t bell_gens;
 static struct usmc_lgr *lgr_list;
 
-/*
- * Every mapping counts against RLIMIT_AS, and a link group reserves
- * nslots x 2 rings of it (512 MiB by default) whether or not its slots are
- * used.  A program under a finite limit budgeted its memory with it, so
- * usmc keeps its link groups within an eighth of it (LGR_AS_SHARE): with
- * the defaults that is TCP (limit_reached) below 4 GiB, where a program
- * that allocates up to its limit would otherwise fail where TCP leaves it
- * room (half was too much: a server and client under ulimit -v 1.5 GB
- * failed their own 900 MB allocations).  The limit is asked only when a
- * link group is mapped.
- */
-#define LGR_AS_SHARE	8
-static _Atomic size_t lgr_as_mapped;
-
-/* What nslots slots of ring_size rings reserve (the control blocks aside). */
+/* A link group reserves nslots x 2 rings of address space (512 MiB by
+ * default) whether or not its slots are used: within usmc's share of
+ * RLIMIT_AS (vmbudget.c), asked only when a link group is mapped. */
 static size_t lgr_rings_bytes(uint32_t nslots, uint32_t ring_size)
 {
 	return (size_t)nslots * 2 * ring_size;
-}
-
-/* What this process may still map for link groups: SIZE_MAX without a
- * limit, else its share of RLIMIT_AS less what it mapped. */
-static size_t lgr_as_left(void)
-{
-	struct rlimit rl;
-	size_t budget, mapped = LOAD_RELAXED(&lgr_as_mapped);
-
-	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
-		return SIZE_MAX;
-	budget = (size_t)(rl.rlim_cur / LGR_AS_SHARE);
-	return budget > mapped ? budget - mapped : 0;
-}
-
-static bool lgr_as_fits(size_t more)
-{
-	return more <= lgr_as_left();
 }
 
 /*
@@ -99,7 +70,7 @@ size_t usmc_lgr_fit(void)
 	if (likely(v) && now - LOAD_RELAXED(&fit_at) < LGR_FIT_TTL_NS)
 		return v == SIZE_MAX ? 0 : v;
 	v = getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX :
-	    MAX((size_t)(rl.rlim_cur / LGR_AS_SHARE / LGR_FIT_SPLIT), (size_t)1);
+	    MAX((size_t)(rl.rlim_cur / USMC_VM_SHARE / LGR_FIT_SPLIT), (size_t)1);
 	STORE_RELAXED(&fit_cur, v);
 	STORE_RELAXED(&fit_at, now);
 	return v == SIZE_MAX ? 0 : v;
@@ -126,12 +97,11 @@ static uint32_t lgr_geometry_fit(size_t max, uint32_t ring)
 static int lgr_as_take(struct usmc_lgr *l, bool check)
 {
 	size_t n = l->size + l->sndbuf_size + l->dev_as;
+	int rc = usmc_vm_take(n, check);
 
-	if (check && !lgr_as_fits(n))
-		return -E2BIG;
-	l->as_bytes = n;
-	atomic_fetch_add(&lgr_as_mapped, n);
-	return 0;
+	if (!rc)
+		l->as_bytes = n;
+	return rc;
 }
 
 static struct usmc_lgr *lgr_alloc(uint64_t id, bool owner, const struct usmc_dev_ops *dev)
@@ -182,7 +152,7 @@ static int lgr_private_alloc(struct usmc_lgr *l)
 
 static void lgr_free(struct usmc_lgr *l)
 {
-	atomic_fetch_sub(&lgr_as_mapped, l->as_bytes);
+	usmc_vm_give(l->as_bytes);
 	if (l->bells) {
 		usmc_ifd_close(l->bell_own);
 		usmc_ifd_close(l->bell_peer);
@@ -325,7 +295,7 @@ int usmc_lgr_slot_get(uint64_t ln_id, const struct usmc_dev_ops *dev, size_t pee
 	l->ln_id = ln_id;
 	l->nslots = nslots;
 	l->ring_size = ring;
-	if (!lgr_as_fits(lgr_rings_bytes(l->nslots, l->ring_size))) {
+	if (lgr_rings_bytes(l->nslots, l->ring_size) > usmc_vm_left()) {
 		free(l);
 		return USMC_R_LIMIT;
 	}
@@ -455,7 +425,7 @@ static int lgr_attach(uint64_t id, uint8_t dev_id, int mem_fd, bool budget, stru
 		goto out_fd;
 	/* The device refuses a bigger one before mapping it (a refused
 	 * mmap would read as out_of_memory); lgr_as_take counts the rest. */
-	l->map_max = budget ? lgr_as_left() : SIZE_MAX;
+	l->map_max = budget ? usmc_vm_left() : SIZE_MAX;
 	rc = l->dev->lgr_attach(l);
 	if (rc == -ENOENT && mem_fd >= 0) {
 		usmc_ifd_mark(mem_fd);	/* usmc's own from now on */

@@ -105,10 +105,12 @@ static void not_registered(struct usmc_sock *sk, int rc)
 {
 	char a[64];
 
-	/* A full tmpfs: the index header could not be backed. */
-	sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM : USMC_R_RUNDIR;
+	/* A full tmpfs: the index header could not be backed.  An index
+	 * beyond our share of RLIMIT_AS (vmbudget.h): limit_reached. */
+	sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM :
+			 rc == -E2BIG ? USMC_R_LIMIT : USMC_R_RUNDIR;
 	usmc_dbg(1, "listen %s: not registered (%s)", usmc_addr_str(&sk->bound, a, sizeof(a)),
-		 sk->lst_reason == USMC_R_MEM ? "out of memory" : "runtime directory unusable");
+		 usmc_reason_name(sk->lst_reason));
 }
 
 /* A new index and record for the socket. */

@@ -25,6 +25,14 @@
  *   server_limited_late  the same, the first client racing the server's
  *             setrlimit: that one may be TCP (limit_reached), no other
  *
+ *   index_budget  a listener's CLC index (16 MiB) counts in the same
+ *             eighth: under a limit whose eighth is smaller, a client does
+ *             not map the index of the listener it connects to, nor a
+ *             server the one of its new listener; both connections are
+ *             TCP (limit_reached at the end that is limited).  Before, each
+ *             index took 16 MiB of a program's address space on top of the
+ *             eighth, whatever the limit.
+ *
  * Not under sanitizers: their shadow memory is far beyond any limit.
  */
 #include "t_util.h"
@@ -294,11 +302,93 @@ static void check_server_limited_late(void)
 	server_limited(false);
 }
 
+#define INDEX_BYTES	((16ull << 20) + 4096)	/* sizeof(struct usmc_clc_index) */
+
+/* A line echoed on s, then EOF. */
+static void echo_once(int s)
+{
+	char b[5];
+
+	t_read_all(s, b, 5);
+	t_write_all(s, b, 5);
+	t_assert(read(s, b, 1) == 0, "EOF expected");
+}
+
+static void line_back(int c)
+{
+	char b[5];
+
+	t_write_all(c, "line\n", 5);
+	t_read_all(c, b, 5);
+	t_assert(!memcmp(b, "line\n", 5), "echo: [%.5s]", b);
+}
+
+static void check_index_budget(void)
+{
+	unsigned long long lim, v0, v1;
+	int lfd, c, s;
+	uint16_t port;
+	pid_t kid;
+
+	/* An unlimited server, on a listener it inherits. */
+	lfd = t_listen(&port);
+	kid = t_fork_helper();
+	if (kid == 0) {
+		s = t_accept(lfd);
+		echo_once(s);
+		_exit(0);
+	}
+	close(lfd);
+	lim = status_kb("VmSize") + (64ull << 20);
+	if (lim / 8 >= INDEX_BYTES)
+		t_skip("this process maps too much for a limit whose eighth is below an index");
+	set_as((rlim_t)lim);
+	v0 = status_kb("VmSize");
+	c = t_connect(port);
+	line_back(c);
+	v1 = status_kb("VmSize");
+	if (t_accel()) {
+		t_expect_moved(c, "limit_reached");
+		t_assert(v1 - v0 < INDEX_BYTES, "the client's connect mapped %llu KiB under a "
+			 "%llu MiB limit", (v1 - v0) >> 10, lim >> 20);
+	}
+	close(c);
+	t_wait_child(kid, "unlimited server");
+
+	/* A limited server: its listener is not published; an unlimited
+	 * client. */
+	v0 = status_kb("VmSize");
+	lfd = t_listen(&port);
+	v1 = status_kb("VmSize");
+	kid = t_fork_helper();
+	if (kid == 0) {
+		set_as(RLIM_INFINITY);
+		c = t_connect(port);
+		line_back(c);
+		t_expect_moved(c, "peer_not_usmc");
+		close(c);
+		_exit(0);
+	}
+	s = t_accept(lfd);
+	echo_once(s);
+	if (t_accel()) {
+		t_expect_moved(s, "limit_reached");
+		t_assert(v1 - v0 < INDEX_BYTES, "listen mapped %llu KiB under a %llu MiB limit",
+			 (v1 - v0) >> 10, lim >> 20);
+	}
+	close(s);
+	close(lfd);
+	t_wait_child(kid, "unlimited client");
+	set_as(RLIM_INFINITY);
+	t_tcp_conns = -1;
+}
+
 static const struct t_check checks[] = {
 	{ "session", check_session },
 	{ "budget", check_budget },
 	{ "server_limited", check_server_limited },
 	{ "server_limited_late", check_server_limited_late },
+	{ "index_budget", check_index_budget },
 };
 
 int main(int argc, char **argv)

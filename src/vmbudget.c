@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vmbudget.c - usmc's share of RLIMIT_AS (vmbudget.h).
+ *
+ * An eighth (USMC_VM_SHARE): with the defaults a link group reserves
+ * 512 MiB, so below 4 GiB one gets fewer slots (lgr.c) or the connection
+ * stays TCP (limit_reached); half was too much (a server and client under
+ * ulimit -v 1.5 GB failed their own 900 MB allocations).  A listener's
+ * CLC index (16 MiB, in the server and in every client that proposes to
+ * it) counts too: under a 128 MiB limit, one of them alone was more than
+ * the share.
+ */
+#include "vmbudget.h"
+
+#include <sys/resource.h>
+
+static _Atomic size_t vm_mapped;
+
+size_t usmc_vm_left(void)
+{
+	struct rlimit rl;
+	size_t share, mapped = LOAD_RELAXED(&vm_mapped);
+
+	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return SIZE_MAX;
+	share = (size_t)(rl.rlim_cur / USMC_VM_SHARE);
+	return share > mapped ? share - mapped : 0;
+}
+
+int usmc_vm_take(size_t n, bool check)
+{
+	if (check && n > usmc_vm_left())
+		return -E2BIG;
+	atomic_fetch_add(&vm_mapped, n);
+	return 0;
+}
+
+void usmc_vm_give(size_t n)
+{
+	atomic_fetch_sub(&vm_mapped, n);
+}
