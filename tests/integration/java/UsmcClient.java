@@ -1,6 +1,6 @@
 // Client scenarios for test_java.py against UsmcServer.
 //
-//   java UsmcClient HOST BLOCKING_PORT NIO_PORT ASYNC_PORT SCENARIO...
+//   java UsmcClient HOST BLOCKING_PORT NIO_PORT ASYNC_PORT HTTP_PORT SCENARIO...
 //
 // Every scenario prints a deterministic transcript, "scenario: line" (byte
 // counts, CRC32s, exception class names and messages), so that a run over
@@ -22,7 +22,7 @@ import java.util.zip.CRC32;
 
 public class UsmcClient {
     static InetAddress host;
-    static int bport, nport, aport;
+    static int bport, nport, aport, hport;
     static String cur;
 
     static synchronized void out(String s) {
@@ -299,6 +299,23 @@ public class UsmcClient {
                 + " inputShutdown " + s.isInputShutdown());
         }
         out("server saw " + result("send"));
+        // The socket adaptor of a blocking SocketChannel: a timed read
+        // (poll) with nothing to read, then one that ends at the server's close.
+        try (SocketChannel c = SocketChannel.open(addr(bport))) {
+            c.write(ByteBuffer.wrap("WAIT ad\n".getBytes(StandardCharsets.US_ASCII)));
+            Socket s = c.socket();
+            s.setSoTimeout(200);
+            try {
+                out("adaptor timed read returned " + s.getInputStream().read());
+            } catch (IOException e) {
+                out("adaptor timed read: " + exc(e));
+            }
+            s.setSoTimeout(5000);
+            s.shutdownOutput();   // the server sees EOF and closes
+            out("adaptor read after the server closed " + s.getInputStream().read()
+                + " available " + s.getInputStream().available());
+        }
+        out("server saw " + result("ad"));
         // shutdownInput before anything arrived, on a SocketChannel.
         try (SocketChannel c = SocketChannel.open(addr(bport))) {
             c.write(ByteBuffer.wrap("SEND 5000\n".getBytes(StandardCharsets.US_ASCII)));
@@ -468,7 +485,7 @@ public class UsmcClient {
         out((linger0 ? "linger0 " : "") + "select: " + inThread(() -> n.set(sel.select()), () -> {
             c.close();
             sel.wakeup();
-        }) + " selected " + n.get() + " key valid " + k.isValid());
+        }) + " key valid " + k.isValid());
         out("selectNow " + sel.selectNow() + " keys " + sel.keys().size());
         out("server saw " + result(tag));
         sel.close();
@@ -937,9 +954,9 @@ public class UsmcClient {
     }
 
     // Reads racing a close from another thread while the server floods.
-    static void closeRace() throws Exception {
+    static void closeRace(int iters) throws Exception {
         TreeMap<String, Integer> rd = new TreeMap<>(), srv = new TreeMap<>();
-        for (int i = 0; i < 24; i++) {
+        for (int i = 0; i < iters; i++) {
             boolean chan = i % 2 == 1;
             String tag = "fr" + i;
             AtomicReference<String> how = new AtomicReference<>("still running");
@@ -990,34 +1007,6 @@ public class UsmcClient {
         }
         out("readers " + rd);
         out("server " + srv);
-    }
-
-    // close() of a socket with SO_LINGER {1, 1} and bytes the peer has not
-    // read yet blocks up to the linger time over TCP.
-    static void lingerTimeout() throws Exception {
-        SocketChannel c = SocketChannel.open(addr(bport));
-        c.write(ByteBuffer.wrap("SLOWREAD lt\n".getBytes(StandardCharsets.US_ASCII)));
-        c.setOption(StandardSocketOptions.SO_LINGER, 1);
-        c.configureBlocking(false);
-        ByteBuffer b = ByteBuffer.allocateDirect(65536);
-        long total = 0;
-        for (int idle = 0; idle < 3 && total < (64 << 20); ) {
-            b.clear();
-            int n = c.write(b);
-            total += n;
-            if (n == 0) {
-                idle++;
-                Thread.sleep(20);
-            }
-        }
-        long t0 = System.nanoTime();
-        c.close();
-        long ms = (System.nanoTime() - t0) / 1_000_000;
-        System.err.println("linger: close took " + ms + " ms after " + total + " bytes");
-        out("close with SO_LINGER 1 and unread bytes blocked >= 500 ms: " + (ms >= 500));
-        String r = result("lt");
-        out("server saw everything: " + r.startsWith("bytes=" + total + " ") + " "
-            + r.replaceAll("bytes=\\d+", "bytes>0"));
     }
 
     // The server half-closes first; we read EOF, then still write.
@@ -1109,20 +1098,381 @@ public class UsmcClient {
             + " " + r.replaceAll("bytes=\\d+", "bytes>0"));
     }
 
-    // Bytes still unread by the peer when this JVM halts: all delivered.
+    // This JVM exits with: bytes the server has not read yet (all must
+    // arrive, then EOF), a thread blocked in a read (the server sees EOF)
+    // and a connection with bytes we never read (the server sees a reset).
     static void exitWrite() throws Exception {
+        Socket x = sock("WAIT ex2");
+        Thread t = new Thread(() -> {
+            try {
+                x.getInputStream().read();
+            } catch (IOException e) {
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        Socket y = sock("FLOOD ex3");
+        byte[] ten = new byte[10];
+        out("flood read " + readFully(y.getInputStream(), ten, 0, 10));
         SocketChannel c = SocketChannel.open(addr(bport));
         c.write(ByteBuffer.wrap("SLOWREAD ex\n".getBytes(StandardCharsets.US_ASCII)));
         ByteBuffer b = ByteBuffer.wrap(msg((2 << 20) + 5, 8));
         while (b.hasRemaining())
             c.write(b);
-        out("wrote " + b.position() + ", halting");
+        Thread.sleep(200);
+        out("wrote " + b.position() + ", exiting");
         System.out.flush();
-        Runtime.getRuntime().halt(0);
+        System.exit(0);
     }
 
     static void exitResult() throws Exception {
         out("server saw " + result("ex"));
+        out("server saw (blocked reader) " + result("ex2"));
+        out("server saw (unread bytes) " + result("ex3"));
+    }
+
+    // Child processes (ProcessBuilder: jspawnhelper, vfork or fork, per
+    // -Djdk.lang.Process.launchMechanism) started here and in the server
+    // while connections are open; those go on afterwards.
+    static String spawnHere() throws Exception {
+        Process pr = new ProcessBuilder("/bin/sh", "-c", "echo child; exit 3")
+            .redirectErrorStream(true).start();
+        String o = new String(pr.getInputStream().readAllBytes(), StandardCharsets.US_ASCII).trim();
+        return "rc=" + pr.waitFor() + " out=" + o;
+    }
+
+    static void spawn() throws Exception {
+        Socket a = sock("ECHO");
+        SocketChannel b = SocketChannel.open(addr(nport));
+        InputStream ain = a.getInputStream();
+        byte[] m1 = msg(100000, 1), got = new byte[100000];
+        a.getOutputStream().write(m1);
+        out("a before " + Arrays.equals(m1, Arrays.copyOf(got, readFully(ain, got, 0, got.length))));
+        b.write(ByteBuffer.wrap(m1));
+        ByteBuffer bb = ByteBuffer.allocate(100000);
+        while (bb.hasRemaining() && b.read(bb) > 0)
+            ;
+        out("b before " + Arrays.equals(m1, bb.array()));
+        for (int i = 0; i < 3; i++)
+            out("spawned here " + spawnHere());
+        try (Socket s = sock("SPAWN")) {
+            out("spawned in the server " + line(s.getInputStream()));
+        }
+        // Both connections still work, both ways, and end cleanly.
+        byte[] m2 = msg(1 << 20, 2);
+        Thread w = new Thread(() -> {
+            try {
+                a.getOutputStream().write(m2);
+                a.shutdownOutput();
+                ByteBuffer x = ByteBuffer.wrap(m2);
+                while (x.hasRemaining())
+                    b.write(x);
+                b.shutdownOutput();
+            } catch (IOException e) {
+                System.err.println("spawn writer: " + exc(e));
+            }
+        });
+        w.start();
+        byte[] g2 = new byte[1 << 20];
+        int n = readFully(ain, g2, 0, g2.length);
+        out("a after " + n + " " + Arrays.equals(m2, g2) + " then " + ain.read());
+        ByteBuffer b2 = ByteBuffer.allocate(1 << 20);
+        while (b2.hasRemaining() && b.read(b2) > 0)
+            ;
+        out("b after " + b2.position() + " " + Arrays.equals(m2, b2.array()) + " then "
+            + b.read(ByteBuffer.allocate(1)));
+        w.join();
+        a.close();
+        b.close();
+    }
+
+    // java.net.http.HttpClient (its own selector thread) and
+    // HttpURLConnection against com.sun.net.httpserver.
+    static void http() throws Exception {
+        java.net.http.HttpClient hc = java.net.http.HttpClient.newBuilder()
+            .version(java.net.http.HttpClient.Version.HTTP_1_1).build();
+        String base = "http://" + (host instanceof Inet6Address ? "[" + host.getHostAddress() + "]"
+                                   : host.getHostAddress()) + ":" + hport;
+        int good = 0, n = 30;
+        for (int i = 0; i < n; i++) {
+            byte[] body = msg(i * 4099 % 200000, i);
+            java.net.http.HttpResponse<String> r = hc.send(
+                java.net.http.HttpRequest.newBuilder(URI.create(base + "/p" + i))
+                    .POST(java.net.http.HttpRequest.BodyPublishers.ofByteArray(body)).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+            if (r.statusCode() == 200 && r.body().equals("/p" + i + " " + body.length + " "
+                                                        + Long.toHexString(crc(body))))
+                good++;
+            else
+                out("request " + i + ": " + r.statusCode() + " " + r.body());
+        }
+        out("HttpClient sequential POST ok " + good + "/" + n);
+        List<CompletableFuture<Boolean>> fs = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            int size = 1000 + i * 150001;
+            fs.add(hc.sendAsync(java.net.http.HttpRequest.newBuilder(URI.create(base + "/big?" + size)).build(),
+                                java.net.http.HttpResponse.BodyHandlers.ofByteArray())
+                   .thenApply(r -> r.statusCode() == 200 && Arrays.equals(r.body(), UsmcServer0.pat(size))));
+        }
+        good = 0;
+        for (CompletableFuture<Boolean> f : fs)
+            if (f.get(20, TimeUnit.SECONDS))
+                good++;
+        out("HttpClient parallel GET ok " + good + "/20");
+        good = 0;
+        for (int i = 0; i < 10; i++) {
+            HttpURLConnection c = (HttpURLConnection) new URL(base + "/u" + i).openConnection();
+            c.setDoOutput(true);
+            byte[] body = msg(i * 10007, i);
+            try (OutputStream o = c.getOutputStream()) {
+                o.write(body);
+            }
+            String r = new String(c.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+            if (c.getResponseCode() == 200 && r.equals("/u" + i + " " + body.length + " "
+                                                       + Long.toHexString(crc(body))))
+                good++;
+            else
+                out("HttpURLConnection " + i + ": " + r);
+        }
+        out("HttpURLConnection ok " + good + "/10");
+    }
+
+    static class UsmcServer0 {
+        static byte[] pat(int n) {
+            byte[] b = new byte[n];
+            for (int i = 0; i < n; i++)
+                b[i] = (byte) (i % 251);
+            return b;
+        }
+    }
+
+    // One channel registered with two selectors at once.
+    static void twoSelectors() throws Exception {
+        try (Selector s1 = Selector.open(); Selector s2 = Selector.open();
+             SocketChannel c = SocketChannel.open(addr(bport))) {
+            c.write(ByteBuffer.wrap("SEND 777\n".getBytes(StandardCharsets.US_ASCII)));
+            c.configureBlocking(false);
+            SelectionKey k1 = c.register(s1, SelectionKey.OP_READ);
+            SelectionKey k2 = c.register(s2, SelectionKey.OP_READ | SelectionKey.OP_WRITE);
+            int n1 = s1.select(10000), n2 = s2.select(10000);
+            out("selectors " + n1 + " " + n2 + " readable " + k1.isReadable() + " " + k2.isReadable()
+                + " writable " + k2.isWritable());
+            ByteBuffer b = ByteBuffer.allocate(2000);
+            long t0 = System.nanoTime();
+            while (b.position() < 777 && System.nanoTime() - t0 < 5_000_000_000L)
+                c.read(b);
+            s1.selectedKeys().clear();
+            s2.selectedKeys().clear();
+            out("read " + b.position() + " then selectNow " + s1.selectNow() + " "
+                + s2.selectNow() + " (s2 writable " + k2.isWritable() + ")");
+        }
+        out("server saw " + result("send"));
+    }
+
+    // OP_WRITE readiness: fill the buffers, the peer starts reading 1.5 s
+    // later, the selector must report the channel writable again.
+    static void writeReady() throws Exception {
+        try (Selector sel = Selector.open(); SocketChannel c = SocketChannel.open(addr(bport))) {
+            c.write(ByteBuffer.wrap("SLOWREAD wr\n".getBytes(StandardCharsets.US_ASCII)));
+            c.configureBlocking(false);
+            SelectionKey k = c.register(sel, SelectionKey.OP_WRITE);
+            ByteBuffer b = ByteBuffer.allocateDirect(100003);
+            long total = 0;
+            int waits = 0, full = 0;
+            while (total < (24 << 20)) {
+                b.clear();
+                int n = c.write(b);
+                total += n;
+                if (n == 0) {
+                    full++;
+                    if (sel.select(10000) == 0) {
+                        out("NOT WRITABLE within 10 s after " + total);
+                        break;
+                    }
+                    sel.selectedKeys().clear();
+                    waits++;
+                }
+            }
+            System.err.println("write_ready: " + total + " bytes, " + full + " full, " + waits + " waits");
+            out("wrote >= 24 MiB " + (total >= (24 << 20)) + " waited " + (waits > 0) + " writable " + k.isWritable());
+            c.shutdownOutput();
+            out("server saw " + result("wr").replaceAll("bytes=" + total + " ", "bytes=ALL "));
+        }
+    }
+
+    // Many connections open at once from one selector.
+    static void holdMany(int conns) throws Exception {
+        List<SocketChannel> all = new ArrayList<>();
+        try (Selector sel = Selector.open()) {
+            for (int i = 0; i < conns; i++) {
+                SocketChannel c = SocketChannel.open();
+                c.configureBlocking(false);
+                c.connect(addr(i % 2 == 0 ? nport : aport));
+                c.register(sel, SelectionKey.OP_CONNECT, new int[] { i, 0 });
+                all.add(c);
+            }
+            int connected = 0, echoed = 0, bad = 0;
+            long t0 = System.nanoTime();
+            while (echoed < conns && System.nanoTime() - t0 < 25_000_000_000L) {
+                if (sel.select(5000) == 0)
+                    break;
+                Iterator<SelectionKey> it = sel.selectedKeys().iterator();
+                while (it.hasNext()) {
+                    SelectionKey k = it.next();
+                    it.remove();
+                    SocketChannel c = (SocketChannel) k.channel();
+                    int[] st = (int[]) k.attachment();
+                    if (k.isConnectable()) {
+                        c.finishConnect();
+                        connected++;
+                        c.write(ByteBuffer.wrap(msg(100, st[0])));
+                        k.interestOps(SelectionKey.OP_READ);
+                    } else if (k.isReadable()) {
+                        ByteBuffer b = ByteBuffer.allocate(200);
+                        int r = c.read(b);
+                        if (r > 0) {
+                            for (int j = 0; j < r; j++)
+                                if (b.get(j) != pat(st[1] + j, st[0]))
+                                    bad++;
+                            st[1] += r;
+                            if (st[1] == 100) {
+                                echoed++;
+                                k.interestOps(0);
+                            }
+                        } else if (r < 0) {
+                            bad++;
+                            k.cancel();
+                        }
+                    }
+                }
+            }
+            out("open at once " + conns + ": connected " + connected + " echoed " + echoed + " bad " + bad);
+            int eof = 0;
+            for (SocketChannel c : all) {
+                c.keyFor(sel).cancel();
+            }
+            sel.selectNow();
+            for (SocketChannel c : all) {
+                c.configureBlocking(true);
+                c.shutdownOutput();
+                if (c.read(ByteBuffer.allocate(10)) < 0)
+                    eof++;
+                c.close();
+            }
+            out("EOF after shutdownOutput " + eof + "/" + conns);
+        }
+    }
+
+    // A listener of our own that accepts late: the client blocks in read
+    // (or writes) before the server end exists, and closes first.
+    static void lateAccept() throws Exception {
+        try (ServerSocket ss = new ServerSocket(0, 5, host)) {
+            Socket c = new Socket(host, ss.getLocalPort());
+            out("read before accept: " + inThread(() -> c.getInputStream().read(), c::close));
+            try (Socket a = ss.accept()) {
+                out("accepted after the client closed, read " + a.getInputStream().read());
+            }
+            Socket c2 = new Socket(host, ss.getLocalPort());
+            c2.getOutputStream().write(msg(300000, 4));
+            Thread w = new Thread(() -> {
+                try {
+                    c2.getOutputStream().write(msg(300000, 5));
+                    c2.shutdownOutput();
+                } catch (IOException e) {
+                    System.err.println("late accept writer: " + exc(e));
+                }
+            });
+            w.start();
+            Thread.sleep(300);
+            try (Socket a = ss.accept()) {
+                byte[] b = new byte[600001];
+                int n = readFully(a.getInputStream(), b, 0, b.length);
+                byte[] want = new byte[600000];
+                System.arraycopy(msg(300000, 4), 0, want, 0, 300000);
+                System.arraycopy(msg(300000, 5), 0, want, 300000, 300000);
+                out("accepted late, read " + n + " equal " + Arrays.equals(Arrays.copyOf(b, n), want));
+                a.getOutputStream().write(msg(1000, 1));
+            }
+            w.join();
+            byte[] b = new byte[1001];
+            out("client read the answer " + readFully(c2.getInputStream(), b, 0, b.length));
+            c2.close();
+        }
+    }
+
+    // The JVM's own SIGBUS (a MappedByteBuffer over a truncated file) while
+    // usmc's guard handler is installed: still InternalError, no crash.
+    static void sigbus() throws Exception {
+        try (Socket s = sock("ECHO")) {
+            s.getOutputStream().write(msg(1000, 1));
+            byte[] b = new byte[1000];
+            out("connection first, read " + readFully(s.getInputStream(), b, 0, 1000));
+            Path f = Files.createTempFile("usmc-java", ".map");
+            try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+                ch.write(ByteBuffer.wrap(new byte[65536]));
+                java.nio.MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_WRITE, 0, 65536);
+                m.put(100, (byte) 7);
+                ch.truncate(0);
+                for (int i = 0; i < 3; i++) {
+                    try {
+                        out("mapped read after truncate " + m.get(8192 + i * 4096));
+                    } catch (Throwable e) {
+                        out("mapped read after truncate: " + exc(e));
+                    }
+                }
+            } finally {
+                Files.deleteIfExists(f);
+            }
+            s.getOutputStream().write(msg(1000, 2));
+            s.shutdownOutput();
+            out("connection after, read " + readFully(s.getInputStream(), b, 0, 1000) + " "
+                + Arrays.equals(b, msg(1000, 2)) + " then " + s.getInputStream().read());
+        }
+    }
+
+    // Two listeners on one port with SO_REUSEPORT, in this JVM.
+    static void reusePort() throws Exception {
+        ServerSocketChannel l1 = ServerSocketChannel.open(), l2 = ServerSocketChannel.open();
+        l1.setOption(StandardSocketOptions.SO_REUSEPORT, true);
+        l2.setOption(StandardSocketOptions.SO_REUSEPORT, true);
+        l1.bind(new InetSocketAddress(host, 0));
+        l2.bind(new InetSocketAddress(host, ((InetSocketAddress) l1.getLocalAddress()).getPort()));
+        int port = ((InetSocketAddress) l1.getLocalAddress()).getPort();
+        AtomicInteger served = new AtomicInteger();
+        for (ServerSocketChannel l : new ServerSocketChannel[] { l1, l2 }) {
+            Thread t = new Thread(() -> {
+                try {
+                    for (;;) {
+                        try (SocketChannel c = l.accept()) {
+                            ByteBuffer b = ByteBuffer.allocate(4096);
+                            while (c.read(b) > 0 || b.position() < 1000) {
+                                if (b.position() >= 1000)
+                                    break;
+                            }
+                            b.flip();
+                            while (b.hasRemaining())
+                                c.write(b);
+                            served.incrementAndGet();
+                        }
+                    }
+                } catch (IOException e) {
+                }
+            });
+            t.setDaemon(true);
+            t.start();
+        }
+        int ok = 0;
+        for (int i = 0; i < 40; i++) {
+            try (Socket s = new Socket(host, port)) {
+                s.getOutputStream().write(msg(1000, i));
+                byte[] b = new byte[1000];
+                if (readFully(s.getInputStream(), b, 0, 1000) == 1000 && Arrays.equals(b, msg(1000, i)))
+                    ok++;
+            }
+        }
+        l1.close();
+        l2.close();
+        out("reuseport echo ok " + ok + "/40");
     }
 
     static void run(String name) throws Exception {
@@ -1157,12 +1507,20 @@ public class UsmcClient {
             nioMulti(bport, 16, 3, 100000);
             break;
         case "transfer": transfer(); break;
-        case "close_race": closeRace(); break;
-        case "linger_timeout": lingerTimeout(); break;
+        case "close_race": closeRace(24); break;
+        case "close_race_long": closeRace(200); break;
         case "half_close": serverHalfClose(); break;
         case "small_buffers": smallBuffers(); break;
         case "interrupt_write": interruptWrite(); break;
         case "exit_write": exitWrite(); break;
+        case "spawn": spawn(); break;
+        case "reuseport": reusePort(); break;
+        case "sigbus": sigbus(); break;
+        case "two_selectors": twoSelectors(); break;
+        case "write_ready": writeReady(); break;
+        case "hold_many": holdMany(1000); break;
+        case "late_accept": lateAccept(); break;
+        case "http": http(); break;
         case "exit_result": exitResult(); break;
         case "async":
             asyncClient(aport);
@@ -1178,7 +1536,8 @@ public class UsmcClient {
         bport = Integer.parseInt(a[1]);
         nport = Integer.parseInt(a[2]);
         aport = Integer.parseInt(a[3]);
-        for (int i = 4; i < a.length; i++) {
+        hport = Integer.parseInt(a[4]);
+        for (int i = 5; i < a.length; i++) {
             cur = a[i];
             final String name = a[i];
             Thread t = new Thread(() -> {

@@ -1,7 +1,7 @@
 // Servers for test_java.py: one JVM, three listeners on HOST (127.0.0.1, or
 // :: for dual-stack wildcard listeners).
 //
-//   java UsmcServer HOST BLOCKING_PORT NIO_PORT ASYNC_PORT
+//   java UsmcServer HOST BLOCKING_PORT NIO_PORT ASYNC_PORT HTTP_PORT
 //
 // BLOCKING_PORT: java.net.ServerSocket, one thread per connection.  The
 // client's first line is a command (read byte by byte, so nothing after it
@@ -16,14 +16,20 @@
 //   UNREAD           sleep 0.2 s and close with unread data (a reset)
 //   SEND n           send n pattern bytes, then like WAIT (tag "send")
 //   OPTS             answer the accepted socket's options and peer port
+//   SPAWN            run sh -c 'echo spawned; exit 3' (ProcessBuilder) while
+//                    other connections are open; answer "rc=3 out=spawned"
 //   RESULT tag       answer the stored outcome of tag (waits up to 10 s)
 //   CLOSEREAD tag    block in read; another thread closes the socket after
 //                    0.3 s; store how the read ended
 // NIO_PORT: a Selector echo server (non-blocking, one thread): echoes every
 // byte, half-closes after the client's EOF and closes.
 // ASYNC_PORT: an AsynchronousServerSocketChannel echo server (the same).
+// HTTP_PORT: com.sun.net.httpserver: POST /x answers "<path> <bytes> <crc32>"
+// of the request body; GET /big?n answers n pattern bytes.
 //
-// Prints "listening" once all three listen.  Everything it reports goes
+// Backlogs are 1100: 1000 connections may wait at once (a full accept
+// queue sends a connection to TCP under usmc: backlog_full).
+// Prints "listening" once all four listen.  Everything it reports goes
 // back over connections (RESULT), so its own output is only diagnostics.
 import java.io.*;
 import java.net.*;
@@ -162,6 +168,13 @@ public class UsmcServer {
                     + " local=" + s.getLocalAddress().getHostAddress() + "\n";
                 out.write(o.getBytes(StandardCharsets.US_ASCII));
                 drain(in);
+                break;
+            }
+            case "SPAWN": {
+                Process pr = new ProcessBuilder("/bin/sh", "-c", "echo spawned; exit 3")
+                    .redirectErrorStream(true).start();
+                String o = new String(pr.getInputStream().readAllBytes(), StandardCharsets.US_ASCII).trim();
+                out.write(("rc=" + pr.waitFor() + " out=" + o + "\n").getBytes(StandardCharsets.US_ASCII));
                 break;
             }
             case "RESULT":
@@ -335,13 +348,13 @@ public class UsmcServer {
         a = Arrays.copyOfRange(a, 1, a.length);
         ServerSocket ss = new ServerSocket();
         ss.setReuseAddress(true);
-        ss.bind(new InetSocketAddress(lo, Integer.parseInt(a[0])), 128);
+        ss.bind(new InetSocketAddress(lo, Integer.parseInt(a[0])), 1100);
         ServerSocketChannel ssc = ServerSocketChannel.open();
         ssc.setOption(StandardSocketOptions.SO_REUSEADDR, true);
-        ssc.bind(new InetSocketAddress(lo, Integer.parseInt(a[1])), 128);
+        ssc.bind(new InetSocketAddress(lo, Integer.parseInt(a[1])), 1100);
         AsynchronousServerSocketChannel as = AsynchronousServerSocketChannel.open();
         as.setOption(StandardSocketOptions.SO_REUSEADDR, true);
-        as.bind(new InetSocketAddress(lo, Integer.parseInt(a[2])), 128);
+        as.bind(new InetSocketAddress(lo, Integer.parseInt(a[2])), 1100);
         Thread tb = new Thread(() -> blocking(ss));
         tb.start();
         Thread tn = new Thread(() -> {
@@ -353,6 +366,29 @@ public class UsmcServer {
         });
         tn.start();
         async(as);
+        com.sun.net.httpserver.HttpServer hs = com.sun.net.httpserver.HttpServer.create(
+            new InetSocketAddress(lo, Integer.parseInt(a[3])), 1100);
+        hs.createContext("/", ex -> {
+            byte[] body = ex.getRequestBody().readAllBytes();
+            byte[] reply;
+            if (ex.getRequestMethod().equals("GET")) {
+                int n = Integer.parseInt(ex.getRequestURI().getQuery());
+                reply = new byte[n];
+                for (int i = 0; i < n; i++)
+                    reply[i] = pat(i);
+            } else {
+                CRC32 crc = new CRC32();
+                crc.update(body);
+                reply = (ex.getRequestURI().getPath() + " " + body.length + " "
+                         + Long.toHexString(crc.getValue())).getBytes(StandardCharsets.US_ASCII);
+            }
+            ex.sendResponseHeaders(200, reply.length);
+            try (OutputStream o = ex.getResponseBody()) {
+                o.write(reply);
+            }
+        });
+        hs.setExecutor(Executors.newFixedThreadPool(4));
+        hs.start();
         System.out.println("listening");
         tb.join();
     }
