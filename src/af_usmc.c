@@ -51,8 +51,10 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 		usmc_registry_gc();
 		return rc == -EINVAL ? USMC_R_RUNDIR : USMC_R_PEER_GONE;
 	}
-	if (rc == -E2BIG)
-		return USMC_R_LIMIT;	/* its index does not fit our share (vmbudget.h) */
+	/* Its index does not fit our share of the address space (vmbudget.h)
+	 * or of the descriptors (ifd.c). */
+	if (rc == -E2BIG || rc == -EMFILE || rc == -ENFILE)
+		return USMC_R_LIMIT;
 	if (rc)
 		return USMC_R_RUNDIR;	/* truncated, untrusted: its owner lives */
 	return 0;

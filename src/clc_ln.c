@@ -74,7 +74,7 @@ int usmc_clc_ln_create(struct usmc_clc_ln **out)
 	ln->id = usmc_random64();
 	ln_name(tmp, sizeof(tmp), ln->id, true);
 	ln_name(name, sizeof(name), ln->id, false);
-	fd = usmc_rundir_open(tmp, O_RDWR | O_CREAT, 0600);
+	fd = usmc_rundir_open_kept(tmp, O_RDWR | O_CREAT, 0600);
 	if (fd < 0) {
 		rc = fd;
 		goto err_free;
@@ -214,7 +214,7 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 	int fd, rc;
 
 	ln_name(name, sizeof(name), id, false);
-	fd = usmc_rundir_open(name, O_RDWR, 0);
+	fd = usmc_rundir_open_kept(name, O_RDWR, 0);
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) || (size_t)st.st_size != len) {

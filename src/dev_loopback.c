@@ -80,7 +80,7 @@ int usmc_lo_lgr_create(struct usmc_lgr *l)
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "%s/mem", tmp);
-	fd = usmc_rundir_open(path, O_RDWR | O_CREAT, 0600);
+	fd = usmc_rundir_open_kept(path, O_RDWR | O_CREAT, 0600);
 	if (fd < 0) {
 		rc = fd;
 		goto err_dir;
@@ -168,7 +168,7 @@ int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot)
 	}
 	if (fd < 0) {
 		snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
-		fd = usmc_rundir_open(path, O_RDWR, 0);
+		fd = usmc_rundir_open_kept(path, O_RDWR, 0);
 		if (fd < 0)
 			return fd;
 	}

@@ -106,9 +106,11 @@ static void not_registered(struct usmc_sock *sk, int rc)
 	char a[64];
 
 	/* A full tmpfs: the index header could not be backed.  An index
-	 * beyond our share of RLIMIT_AS (vmbudget.h): limit_reached. */
+	 * beyond our share of RLIMIT_AS (vmbudget.h) or of the descriptors
+	 * (ifd.c): limit_reached. */
 	sk->lst_reason = rc == -ENOSPC || rc == -EDQUOT ? USMC_R_MEM :
-			 rc == -E2BIG ? USMC_R_LIMIT : USMC_R_RUNDIR;
+			 rc == -E2BIG || rc == -EMFILE || rc == -ENFILE ? USMC_R_LIMIT :
+			 USMC_R_RUNDIR;
 	usmc_dbg(1, "listen %s: not registered (%s)", usmc_addr_str(&sk->bound, a, sizeof(a)),
 		 usmc_reason_name(sk->lst_reason));
 }

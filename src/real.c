@@ -28,6 +28,7 @@ void usmc_real_init(void)
 	R(fcntl); R(ioctl); R(getsockopt); R(setsockopt); R(close_range); R(execve);
 	R(open); R(open64); R(openat); R(openat64); R(pipe); R(pipe2); R(eventfd);
 	R(__open_2); R(__open64_2); R(__openat_2); R(__openat64_2);
+	R(fopen); R(fopen64); R(opendir);
 	R(fdopen); R(vdprintf); R(__vdprintf_chk);
 	R(fclose); R(sigaction); R(signal); R(fork); R(execvpe); R(fexecve); R(_exit);
 	R(prctl); R(posix_spawn); R(posix_spawnp); R(posix_spawn_file_actions_adddup2);

@@ -13,6 +13,7 @@
 
 #include "usmc.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -80,6 +81,9 @@ struct usmc_real {
 	int (*pipe)(int[2]);
 	int (*pipe2)(int[2], int);
 	int (*eventfd)(unsigned int, int);
+	FILE *(*fopen)(const char *, const char *);
+	FILE *(*fopen64)(const char *, const char *);
+	DIR *(*opendir)(const char *);
 	FILE *(*fdopen)(int, const char *);
 	int (*vdprintf)(int, const char *, va_list);
 	int (*__vdprintf_chk)(int, int, const char *, va_list);

@@ -155,7 +155,7 @@ int usmc_rundir_check(int fd, bool fifo, struct stat *st)
 	return usmc_rundir_owner_ok(st) ? 0 : -EPERM;
 }
 
-static int rundir_open_type(const char *name, int flags, mode_t mode, bool fifo)
+static int rundir_open_type(const char *name, int flags, mode_t mode, bool fifo, bool kept)
 {
 	struct stat st = { 0 };
 	int fd, rc;
@@ -179,17 +179,28 @@ static int rundir_open_type(const char *name, int flags, mode_t mode, bool fifo)
 			return rc;
 		}
 	}
-	return usmc_ifd_move_high(fd, false);
+	if (!kept)
+		return usmc_ifd_move_high(fd, false);
+	/* Kept past the call: above the program's numbers or not at all. */
+	fd = usmc_ifd_move_high(fd, true);
+	if (fd < 0 && (flags & O_CREAT))
+		unlinkat(rundir_dfd, name, 0);	/* made just now: not left behind */
+	return fd;
 }
 
 int usmc_rundir_open(const char *name, int flags, mode_t mode)
 {
-	return rundir_open_type(name, flags, mode, false);
+	return rundir_open_type(name, flags, mode, false, false);
+}
+
+int usmc_rundir_open_kept(const char *name, int flags, mode_t mode)
+{
+	return rundir_open_type(name, flags, mode, false, true);
 }
 
 int usmc_rundir_open_fifo(const char *name, int flags)
 {
-	return rundir_open_type(name, flags & ~O_CREAT, 0, true);
+	return rundir_open_type(name, flags & ~O_CREAT, 0, true, false);
 }
 
 enum usmc_owner usmc_rundir_owner_alive(const char *name)

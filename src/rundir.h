@@ -26,6 +26,10 @@ int usmc_rundir_fd(void);
  * allowed owner that nobody else may write; -EINVAL wrong type, -EPERM
  * untrusted owner or mode.  Sizes are the caller's to check. */
 int usmc_rundir_open(const char *name, int flags, mode_t mode);
+/* The same for a descriptor usmc keeps after the call returns (a link
+ * group's memory, a listener's index): above the program's numbers
+ * (ifd.c) or -EMFILE, never one the program would have got next. */
+int usmc_rundir_open_kept(const char *name, int flags, mode_t mode);
 int usmc_rundir_open_fifo(const char *name, int flags);
 int usmc_rundir_check(int fd, bool fifo, struct stat *st);
 /* The liveness of the owner of a lock file (ln-ID, lg-ID/mem).  Never

@@ -629,3 +629,75 @@ def test_nofile_filled_by_the_program(rundir, procs, tmp_path, how):
     assert tcp_filled - USMC_KEEP <= filled <= tcp_filled, diag
     assert st["smc_server"] >= 1 and st["tcp_fallback"].get("limit_reached", 0) >= 2, diag
     assert st["handshake_errors"] == 0 and st["aborts"] == {}, diag
+
+
+# A server under RLIMIT_NOFILE 64: accepts n connections from n client
+# processes, reads a byte on each, then says which numbers it got, the
+# next one a socket would get, and which of usmc's link-group files sit
+# below usmc's part of the table (its upper half here, src/ifd.c).
+FDS_SERVER = r'''
+import os, socket, sys
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", 0))
+ls.listen(64)
+print("PORT", ls.getsockname()[1], flush=True)
+n = int(sys.argv[1])
+cs = [ls.accept()[0] for _ in range(n)]
+[c.recv(1) for c in cs]
+def lg(f):
+    try:
+        return "/lg-" in os.readlink("/proc/self/fd/%d" % f)
+    except OSError:
+        return False
+print("accepted", [c.fileno() for c in cs], "next", socket.socket().fileno(),
+      "link-group files below 32", [f for f in range(32) if lg(f)], flush=True)
+'''
+
+# Holds its connection until the server ends (a client that leaves
+# before a server that then declines: docs/design.md, Limits).
+FDS_CLIENT = r'''
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(float(sys.argv[2]))
+s.send(b"x")
+s.recv(1)
+'''
+
+
+@pytest.mark.timeout(120, method="signal")
+def test_nofile_refused_link_group_keeps_no_number(rundir, procs, tmp_path):
+    """A server whose part of the table for usmc's descriptors is full
+    refuses the next client process's link group (limit_reached), and keeps
+    none of its descriptors: the numbers it accepts and the next socket's
+    are TCP's.  Before, each refused link group's file stayed open at the
+    lowest free number (found by OpenLDAP's slapd under ulimit -n 64: its
+    libwrap check of /etc/hosts.allow then failed with EMFILE, and clients
+    were denied and reset)."""
+    n = 11
+    (tmp_path / "srv.py").write_text(FDS_SERVER)
+    (tmp_path / "cli.py").write_text(FDS_CLIENT)
+    out = {}
+    for usmc in (False, True):
+        rundir.reset()
+        argv = ["prlimit", "--nofile=%d:%d" % (NOFILE, NOFILE), "--"]
+        if usmc:
+            argv += [str(h.USMC), "run", "--"]
+        srv = procs.start("fds-server-%s" % usmc, argv + [h.PY, str(tmp_path / "srv.py"), str(n)],
+                          rundir.env(), usmc=False)
+        h.wait_line(srv, "PORT", timeout=20)
+        port = int(srv.text().split()[1])
+        clients = [procs.start("fds-client-%s-%d" % (usmc, i),
+                               [h.PY, str(tmp_path / "cli.py"), str(port), "60"],
+                               rundir.env(), usmc=usmc) for i in range(n)]
+        assert srv.wait(30) == 0, srv.diag()
+        for c in clients:
+            c.wait(30)
+        out[usmc] = srv.text().splitlines()[-1]
+        if usmc:
+            st = rundir.stat()
+            assert st["smc_server"] >= 1, "nothing accelerated\n" + h.fmt_stat(st)
+            assert st["tcp_fallback"].get("limit_reached", 0) >= 1, \
+                "no link group refused: the test does not reach the limit\n" + h.fmt_stat(st)
+    assert "link-group files below 32 []" in out[True], out
+    assert out[True] == out[False], out

@@ -25,10 +25,20 @@
  *               close() holding usmc's descriptor-table lock: the shed
  *               waited for that lock forever.  Now it gives up (bounded).
  *
+ *   fopen       libc's fopen() and opendir() open inside libc, past the
+ *               open() wrapper: they are wrapped whole.  A process with a
+ *               connection on shared memory fills its table with fopen()
+ *               until EMFILE: by then usmc gave back its doorbells (the
+ *               connection moved to TCP, limit_reached), and the
+ *               connection still carries bytes both ways.  Before, fopen()
+ *               met EMFILE with usmc's descriptors still open (slapd's
+ *               libwrap check of /etc/hosts.allow denied clients).
+ *
  * Run plain, under ASan and TSan.
  */
 #include "t_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -219,10 +229,73 @@ static void check_signal_open(void)
 		close(fill[i]);
 }
 
+/* Our descriptors on link-group doorbells (lg-<id>/c, lg-<id>/s). */
+static int lg_bells(void)
+{
+	char path[64], target[512];
+	int fd, n = 0;
+	ssize_t len;
+
+	for (fd = 0; fd < LIMIT; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		n += strstr(target, "/lg-") && len > 2 && target[len - 2] == '/' &&
+		     (target[len - 1] == 'c' || target[len - 1] == 's');
+	}
+	return n;
+}
+
+static void fill_with(bool dirs)
+{
+	int before, n = 0;
+
+	before = lg_bells();
+	if (t_accel())
+		t_assert(before > 0, "no doorbells open before the fill");
+	for (;;) {
+		if (dirs ? !opendir("/") : !fopen("/dev/null", "r"))
+			break;
+		n++;
+	}
+	t_assert(errno == EMFILE, "%s failed with %s", dirs ? "opendir" : "fopen",
+		 strerror(errno));
+	t_assert(lg_bells() == 0, "%s met EMFILE after %d with %d of usmc's doorbells open",
+		 dirs ? "opendir" : "fopen", n, lg_bells());
+}
+
+static void check_fopen_fill(bool dirs)
+{
+	pid_t pid = t_fork_helper();
+
+	if (!pid) {
+		int c, s;
+
+		set_nofile(LIMIT);
+		t_pair_smc(&c, &s);
+		fill_with(dirs);
+		/* Room for nothing else: the pair carries bytes as TCP. */
+		t_xfer(c, s, "after");
+		t_xfer(s, c, "back");
+		_exit(0);
+	}
+	t_wait_child(pid, dirs ? "opendir filler" : "fopen filler");
+}
+
+static void check_fopen(void)
+{
+	check_fopen_fill(false);
+	check_fopen_fill(true);
+	t_tcp_conns = -1;	/* moved to TCP by the shed, counted by the move */
+}
+
 static const struct t_check checks[] = {
 	{ "busy_bells", check_busy_bells },
 	{ "queued_after_close", check_queued_after_close },
 	{ "signal_open", check_signal_open },
+	{ "fopen", check_fopen },
 };
 
 int main(int argc, char **argv)
