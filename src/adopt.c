@@ -259,7 +259,7 @@ int usmc_adopt_conn(const struct usmc_adopt *a)
 		usmc_ifd_mark(a->ln_fd);
 		sys_fcntl(a->ln_fd, F_SETFD, FD_CLOEXEC);
 	}
-	if (a->ln_id && usmc_clc_ln_get(a->ln_id, &sk->ln))
+	if (a->ln_id && usmc_clc_ln_get(a->ln_id, false, &sk->ln))
 		sk->ln = NULL;
 	if (a->mode == USMC_MODE_SMCD || a->mode == USMC_MODE_PROPOSED) {
 		if (rc || usmc_conn_bind_slot(sk, l, a->slot, a->gen, false)) {

@@ -44,7 +44,7 @@ static int client_match(const struct usmc_addr *dst, struct usmc_clc_ln **ln, ui
 		return USMC_R_NO_DEVICE;
 	/* In another namespace: the kernel must be seen to take us there. */
 	*route_ns = rec.netns != usmc_netns_self() ? rec.netns : 0;
-	rc = usmc_clc_ln_get(rec.id, ln);
+	rc = usmc_clc_ln_get(rec.id, true, ln);
 	if (rc == -ESRCH || rc == -ENOENT || rc == -EINVAL) {
 		/* Registered but dead, or its index planted (no regular
 		 * file): clean up so the next connect is quick. */

@@ -224,8 +224,11 @@ size_t usmc_clc_ln_fit(const struct usmc_clc_ln *ln);
 int usmc_clc_ln_off_reason(const struct usmc_clc_ln *ln);
 
 /* Client: open (cached) the listener's index; checks the owner is alive.
- * Returns a reference. */
-int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out);
+ * Returns a reference.  fresh: for a new connection, whose index must fit
+ * usmc's shares of the address space (vmbudget.h, -E2BIG) and of the
+ * descriptor table (ifd.c, -EMFILE); else (a connection that exists, a
+ * liveness question) it is opened whatever the shares say. */
+int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out);
 struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln);
 /* After exec: our listener's index from the inherited (locked) fd. */
 int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out);

@@ -205,7 +205,7 @@ static bool ln_header_ok(const struct usmc_clc_ln *ln, uint64_t id)
 	       !usmc_clc_ln_poisoned(ln);
 }
 
-static int ln_open(uint64_t id, struct usmc_clc_ln **out)
+static int ln_open(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 {
 	size_t len = sizeof(struct usmc_clc_index);
 	struct usmc_clc_ln *ln;
@@ -214,7 +214,7 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 	int fd, rc;
 
 	ln_name(name, sizeof(name), id, false);
-	fd = usmc_rundir_open_kept(name, O_RDWR, 0);
+	fd = fresh ? usmc_rundir_open_kept(name, O_RDWR, 0) : usmc_rundir_open(name, O_RDWR, 0);
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) || (size_t)st.st_size != len) {
@@ -226,7 +226,7 @@ static int ln_open(uint64_t id, struct usmc_clc_ln **out)
 		usmc_ifd_close(fd);
 		return -ENOMEM;
 	}
-	rc = ln_map(ln, fd, true);
+	rc = ln_map(ln, fd, fresh);
 	if (rc) {
 		usmc_ifd_close(fd);
 		free(ln);
@@ -277,7 +277,8 @@ int usmc_clc_ln_adopt(uint64_t id, int fd, struct usmc_clc_ln **out)
 int usmc_clc_ln_join(uint64_t id, struct usmc_clc_ln **out)
 {
 	struct usmc_clc_ln *ln;
-	int rc = ln_open(id, &ln);
+	/* A listener that exists: counted, never refused (vmbudget.h). */
+	int rc = ln_open(id, false, &ln);
 
 	if (rc)
 		return rc;
@@ -324,7 +325,7 @@ static void ln_cache_prune(void)
 	}
 }
 
-int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
+int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 {
 	struct usmc_clc_ln *ln, **pp;
 	int rc = 0;
@@ -335,7 +336,7 @@ int usmc_clc_ln_get(uint64_t id, struct usmc_clc_ln **out)
 			break;
 	if (!ln) {
 		ln_cache_prune();
-		rc = ln_open(id, &ln);
+		rc = ln_open(id, fresh, &ln);
 		if (rc)
 			goto out;
 		ln->next = ln_cache;

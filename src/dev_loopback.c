@@ -168,7 +168,8 @@ int usmc_lo_lgr_attach_tail(struct usmc_lgr *l, size_t per_slot)
 	}
 	if (fd < 0) {
 		snprintf(path, sizeof(path), "lg-%016llx/mem", (unsigned long long)l->id);
-		fd = usmc_rundir_open_kept(path, O_RDWR, 0);
+		fd = l->fd_high ? usmc_rundir_open_kept(path, O_RDWR, 0) :
+				  usmc_rundir_open(path, O_RDWR, 0);
 		if (fd < 0)
 			return fd;
 	}

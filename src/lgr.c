@@ -221,7 +221,7 @@ static bool slot_reusable(struct usmc_lgr *l, uint32_t i, uint32_t gen, int *ali
 	/* Not answered: the server may still match the proposal and read
 	 * what we queued (a closed client's last bytes), so the slot waits
 	 * for the answer, unless the listener is gone. */
-	if (usmc_clc_ln_get(l->ln_id, &ln))
+	if (usmc_clc_ln_get(l->ln_id, false, &ln))
 		return true;
 	usmc_clc_ln_put(ln);
 	return false;
@@ -426,6 +426,7 @@ static int lgr_attach(uint64_t id, uint8_t dev_id, int mem_fd, bool budget, stru
 	/* The device refuses a bigger one before mapping it (a refused
 	 * mmap would read as out_of_memory); lgr_as_take counts the rest. */
 	l->map_max = budget ? usmc_vm_left() : SIZE_MAX;
+	l->fd_high = budget;
 	rc = l->dev->lgr_attach(l);
 	if (rc == -ENOENT && mem_fd >= 0) {
 		usmc_ifd_mark(mem_fd);	/* usmc's own from now on */

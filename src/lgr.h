@@ -67,6 +67,10 @@ struct usmc_lgr {
 	size_t sndbuf_size;
 	size_t as_bytes;		/* counted in the address-space budget (lgr.c) */
 	size_t dev_as;			/* what the device maps of its own (counted too) */
+	bool fd_high;			/* attach: a new connection's, whose descriptors
+					 * go above the program's numbers or the
+					 * attach fails (-EMFILE); else (received,
+					 * inherited) they stay where they land */
 	size_t map_max;			/* attach: the device maps no bigger file
 					 * (-E2BIG: the address-space budget;
 					 * SIZE_MAX: any) */

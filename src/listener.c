@@ -353,7 +353,7 @@ struct usmc_clc_ln *usmc_listen_find(int fd, int *reg_idx)
 	    usmc_addr_from_sa(&a, (struct sockaddr *)&ss, sslen))
 		return NULL;
 	i = usmc_registry_find_socket(usmc_netns_self(), &a, sock_ino(fd), &rec);
-	if (i < 0 || usmc_clc_ln_get(rec.id, &ln))
+	if (i < 0 || usmc_clc_ln_get(rec.id, false, &ln))
 		return NULL;
 	*reg_idx = i;
 	return ln;

@@ -16,10 +16,11 @@
 
 static _Atomic size_t vm_mapped;
 
-size_t usmc_vm_left(void)
+/* The share left with mapped bytes counted. */
+static size_t vm_left_of(size_t mapped)
 {
 	struct rlimit rl;
-	size_t share, mapped = LOAD_RELAXED(&vm_mapped);
+	size_t share;
 
 	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return SIZE_MAX;
@@ -27,11 +28,27 @@ size_t usmc_vm_left(void)
 	return share > mapped ? share - mapped : 0;
 }
 
+size_t usmc_vm_left(void)
+{
+	return vm_left_of(LOAD_RELAXED(&vm_mapped));
+}
+
+/* Checked: one compare-and-swap, so that two threads cannot each pass the
+ * check and together exceed the share. */
 int usmc_vm_take(size_t n, bool check)
 {
-	if (check && n > usmc_vm_left())
-		return -E2BIG;
-	atomic_fetch_add(&vm_mapped, n);
+	size_t left, cur;
+
+	if (!check) {
+		atomic_fetch_add(&vm_mapped, n);
+		return 0;
+	}
+	cur = LOAD_RELAXED(&vm_mapped);
+	do {
+		left = vm_left_of(cur);
+		if (n > left)
+			return -E2BIG;
+	} while (!atomic_compare_exchange_weak(&vm_mapped, &cur, cur + n));
 	return 0;
 }
 

@@ -8,7 +8,7 @@ runtime directories under the same temporary directory, and must exit 0
 without leaving a crash, timeout or out-of-memory file.
 
 Options passed to the fuzzer, and why:
-  -max_total_time=20   a smoke run per commit; longer runs: tests/fuzz/README.md
+  -max_total_time=10   a smoke run per commit; longer runs: tests/fuzz/README.md
   -timeout=5           one input taking longer is a hang (libFuzzer writes
                        a timeout-* file and fails)
   -rss_limit_mb=2048   likewise for memory
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("USMC_FUZZ_BUILD") or ROOT / "build" / "fuzz")
 SEEDS = ROOT / "tests" / "fuzz" / "corpus"
 SOURCES = sorted(p.stem for p in (ROOT / "tests" / "fuzz").glob("fuzz_*.c"))
-SECONDS = 20
+SECONDS = 10
 LIMIT = SECONDS + 60
 
 

@@ -408,7 +408,7 @@ static void op_ln_file(struct fz *f)
 		abort();
 	if (lock && usmc_lock_take(fd, 0))
 		abort();
-	rc = usmc_clc_ln_get(id, &got);
+	rc = usmc_clc_ln_get(id, true, &got);
 	valid = size == sizeof(struct usmc_clc_index) && hdr->magic == USMC_CLC_MAGIC &&
 		hdr->version == USMC_PROTO_VERSION && hdr->id == id && !hdr->closed && lock;
 	FZ_CHECK(!rc == valid, "ln_get returned %d for a %s index", rc, valid ? "valid" : "invalid");
@@ -416,7 +416,7 @@ static void op_ln_file(struct fz *f)
 		FZ_CHECK(got->id == id && got->idx, "ln_get: wrong index");
 		/* Owner gone: the cached index must be dropped at the next look. */
 		usmc_lock_drop(fd, 0);
-		rc = usmc_clc_ln_get(id, &again);
+		rc = usmc_clc_ln_get(id, true, &again);
 		FZ_CHECK(rc == -ESRCH, "ln_get: %d for an index whose owner is gone", rc);
 		usmc_clc_ln_put(got);
 	}

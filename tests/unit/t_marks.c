@@ -129,7 +129,7 @@ static int marks(int nl, uint16_t sport, uint16_t dport)
 	}
 }
 
-#define CONNECTS	400
+#define CONNECTS	150
 
 static _Atomic int connecting_fd = -1;
 static _Atomic int connects_done;
