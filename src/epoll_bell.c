@@ -69,10 +69,8 @@ void ep_bell_event(struct usmc_ep *ep, struct usmc_lgr *l)
 	 * look: another thread of the instance, or its watcher, may sleep
 	 * on it, and a ring dropped meanwhile is seen by the look below
 	 * (the kicker stored what it answered before its exchange). */
-	if (l && unlikely(LOAD_RELAXED(&usmc_dev_progressing)) && l->dev->progress) {
-		l->dev->progress(l);
+	if (l && usmc_lgr_progress(l))
 		FENCE(memory_order_seq_cst);
-	}
 	for (s = l ? l->epregs : NULL; s; s = s->lg_next)
 		if (s->ep == ep)
 			due_add(s, due, &n);

@@ -31,10 +31,10 @@ static inline ssize_t ret(ssize_t r)
  * out where it would over TCP.  The call is evaluated twice: no side
  * effects in its arguments.
  */
-#define SHED_RETRY(call)						\
+#define SHED_RETRY_IF(call, failed)					\
 	({								\
 		__typeof__(call) r_ = (call);				\
-		if (r_ < 0 && errno == EMFILE) {			\
+		if (failed(r_) && errno == EMFILE) {			\
 			if (usmc_shed())				\
 				r_ = (call);				\
 			else						\
@@ -42,6 +42,11 @@ static inline ssize_t ret(ssize_t r)
 		}							\
 		r_;							\
 	})
+#define SHED_FAILED(r)		((r) < 0)
+#define SHED_FAILED_PTR(r)	(!(r))
+/* For calls that fail with -1; _PTR: with NULL (fopen, opendir). */
+#define SHED_RETRY(call)	SHED_RETRY_IF(call, SHED_FAILED)
+#define SHED_RETRY_PTR(call)	SHED_RETRY_IF(call, SHED_FAILED_PTR)
 
 /* write(2) as the wrapper does it, for libusmc's own wrappers (-1/errno). */
 ssize_t usmc_write_fd(int fd, const void *buf, size_t n);

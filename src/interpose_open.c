@@ -110,19 +110,6 @@ EXPORT int __openat64_2(int dfd, const char *path, int flags)
 	return SHED_RETRY(real.__openat64_2(dfd, path, flags));
 }
 
-/* SHED_RETRY for calls that fail with NULL. */
-#define SHED_RETRY_PTR(call)						\
-	({								\
-		__typeof__(call) p_ = (call);				\
-		if (!p_ && errno == EMFILE) {				\
-			if (usmc_shed())				\
-				p_ = (call);				\
-			else						\
-				errno = EMFILE;				\
-		}							\
-		p_;							\
-	})
-
 EXPORT FILE *fopen(const char *path, const char *mode)
 {
 	ENSURE_REAL(fopen);

@@ -112,11 +112,14 @@ static inline int usmc_lgr_side(const struct usmc_lgr *l)
 }
 
 /* About to look at l's connections before a sleep on its doorbell
- * (dev.h progress): before the arm protocol's fence. */
-static inline void usmc_lgr_progress(struct usmc_lgr *l)
+ * (dev.h progress): before the arm protocol's fence.  true if the device
+ * has the operation (it ran). */
+static inline bool usmc_lgr_progress(struct usmc_lgr *l)
 {
-	if (unlikely(LOAD_RELAXED(&usmc_dev_progressing)) && l->dev->progress)
-		l->dev->progress(l);
+	if (likely(!LOAD_RELAXED(&usmc_dev_progressing)) || !l->dev->progress)
+		return false;
+	l->dev->progress(l);
+	return true;
 }
 
 static inline _Atomic uint32_t *usmc_lgr_sleepers(struct usmc_lgr *l, int side)

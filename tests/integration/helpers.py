@@ -375,6 +375,21 @@ def wait_listen(proc, port, usmc=True, timeout=15.0):
         proc.name, port, timeout, proc.diag()))
 
 
+def wait_pid_listen(pidfile, port, timeout=15.0):
+    """A daemonized server: its pid (from its pidfile) once it listens on
+    port itself."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid = int(Path(pidfile).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = None
+        if pid and _listen_inodes(pid, port) & _own_sockets(pid):
+            return pid
+        time.sleep(0.05)
+    raise AssertionError("no daemon listening on %d (pidfile %s)" % (port, pidfile))
+
+
 def start_server(procs, name, argv_for_port, env, usmc=True, host="127.0.0.1",
                  tries=4, netns=None, port=None):
     """Start a server on a free port (retrying if someone took the port in

@@ -501,19 +501,6 @@ def test_slapd_timeouts_and_raw_clients(rundir, procs, tmp_path):
     assert accel == plain
 
 
-def wait_pid_listen(pidfile, port, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pid = int(Path(pidfile).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pid = None
-        if pid and h._listen_inodes(pid, port) & h._own_sockets(pid):
-            return pid
-        time.sleep(0.05)
-    raise AssertionError("no slapd listening on %d (pidfile %s)" % (port, pidfile))
-
-
 def kill_pidfile(pidfile):
     try:
         pid = int(Path(pidfile).read_text().split()[0])
@@ -542,7 +529,7 @@ def test_slapd_daemonized_and_stopped(rundir, procs, tmp_path):
         try:
             procs.run("slapd", [SLAPD, "-f", conf, "-h", "ldap://127.0.0.1:%d/" % port],
                       rundir.env(debug=usmc), usmc=usmc, timeout=30)
-            pid = wait_pid_listen(d / "slapd.pid", port)
+            pid = h.wait_pid_listen(d / "slapd.pid", port)
             out["add"] = tool(procs, rundir, usmc, "add", ["ldapadd", "-H", url(port), *ADMIN,
                                                            "-f", tmp_path / "base.ldif"])
             out["all"] = tool(procs, rundir, usmc, "all", ["ldapsearch", "-H", url(port), *ADMIN,

@@ -619,20 +619,6 @@ def test_unbound_tls_and_control(rundir, procs, tmp_path):
     assert accel == plain
 
 
-def wait_pid_listen(pidfile, port, timeout=15.0):
-    """A daemonized server: its pid (from its pidfile) once it listens."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            pid = int(Path(pidfile).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pid = None
-        if pid and h._listen_inodes(pid, port) & h._own_sockets(pid):
-            return pid
-        time.sleep(0.05)
-    raise AssertionError("no daemon listening on %d (pidfile %s)" % (port, pidfile))
-
-
 @need_kdig
 @pytest.mark.timeout(120, method="signal")
 def test_unbound_lifecycle(rundir, procs, tmp_path, client):
@@ -677,7 +663,7 @@ def test_unbound_lifecycle(rundir, procs, tmp_path, client):
         pid = None
         try:
             # The daemon left the process group Procs kills: stop it here.
-            pid = wait_pid_listen(d / "daemon.pid", dport)
+            pid = h.wait_pid_listen(d / "daemon.pid", dport)
             out.append(pyclient(procs, rundir, usmc, client, "pipe", dport, "pipe", 4, 50,
                                 "bulk", 5))
             os.kill(pid, signal.SIGSTOP)

@@ -259,14 +259,6 @@ static void check_vfork_exec(void)
 
 #define REARM_ROUNDS	5
 
-static long long counter(const char *key)
-{
-	char *j = t_stats_json();
-	long long n = t_json_int(j, key);
-
-	free(j);
-	return n;
-}
 
 /* The process's scheduler state ('S' asleep, 'T' stopped), from /proc. */
 static char proc_state(pid_t pid)
@@ -344,7 +336,7 @@ static pid_t start_epoll_reader(int lfd, int sync)
 
 static void check_rearm(void)
 {
-	long long before = counter("doorbells_unarmed");
+	long long before = t_stat_counter("doorbells_unarmed");
 	int lfd, c[2], sv[2], r, i;
 	uint16_t port;
 	pid_t srv;
@@ -368,9 +360,9 @@ static void check_rearm(void)
 			t_write_all(c[i], &b, 1);
 		t_assert(!kill(srv, SIGCONT), "SIGCONT: %s", strerror(errno));
 	}
-	t_assert(counter("doorbells_unarmed") >= before + REARM_ROUNDS,
+	t_assert(t_stat_counter("doorbells_unarmed") >= before + REARM_ROUNDS,
 		 "doorbells_unarmed %lld -> %lld: the second kick of a round rang", before,
-		 counter("doorbells_unarmed"));
+		 t_stat_counter("doorbells_unarmed"));
 	for (i = 0; i < 2; i++) {
 		t_assert_smc(c[i]);
 		close(c[i]);

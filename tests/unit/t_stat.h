@@ -300,18 +300,20 @@ static T_UNUSED void t_expect_moved_at(int line, int fd, const char *why)
 	}
 }
 
+/* A counter of `usmc stat --json` by name (0 if absent). */
+static T_UNUSED long long t_stat_counter(const char *key)
+{
+	char *j = t_stats_json();
+	long long n = t_json_int(j, key);
+
+	free(j);
+	return n < 0 ? 0 : n;
+}
+
 /* This process family's TCP fallbacks for reason why (0 if not accelerating). */
 static T_UNUSED long long t_fallbacks(const char *why)
 {
-	char *j;
-	long long n;
-
-	if (!t_accel())
-		return 0;
-	j = t_stats_json();
-	n = t_json_int(j, why);
-	free(j);
-	return n < 0 ? 0 : n;
+	return t_accel() ? t_stat_counter(why) : 0;
 }
 
 /*

@@ -29,10 +29,6 @@ public class UsmcClient {
         System.out.println(cur + ": " + s);
     }
 
-    static String exc(Throwable t) {
-        return t.getClass().getName() + ": " + t.getMessage();
-    }
-
     // Pattern byte j of a message with seed s.
     static byte pat(long j, int s) { return (byte) ((j + 13L * s) % 251); }
 
@@ -64,19 +60,9 @@ public class UsmcClient {
         return s;
     }
 
-    static String line(InputStream in) throws IOException {
-        StringBuilder sb = new StringBuilder();
-        for (;;) {
-            int c = in.read();
-            if (c < 0 || c == '\n')
-                return sb.toString();
-            sb.append((char) c);
-        }
-    }
-
     static String result(String tag) throws IOException {
         try (Socket s = sock("RESULT " + tag)) {
-            return line(s.getInputStream());
+            return UsmcServer.readLine(s.getInputStream());
         }
     }
 
@@ -194,7 +180,7 @@ public class UsmcClient {
                     }
                     s.shutdownOutput();
                 } catch (IOException e) {
-                    werr.set(exc(e));
+                    werr.set(UsmcServer.exc(e));
                 }
             });
             w.start();
@@ -253,9 +239,9 @@ public class UsmcClient {
                 s.getOutputStream().write(1);
                 out("write after shutdownOutput succeeded");
             } catch (IOException e) {
-                out("write after shutdownOutput: " + exc(e));
+                out("write after shutdownOutput: " + UsmcServer.exc(e));
             }
-            String reply = line(s.getInputStream());
+            String reply = UsmcServer.readLine(s.getInputStream());
             out("reply " + reply + " want " + data.length + " " + Long.toHexString(crc(data)));
             out("then " + s.getInputStream().read());
         }
@@ -266,7 +252,7 @@ public class UsmcClient {
             try {
                 c.write(ByteBuffer.wrap(new byte[1]));
             } catch (IOException e) {
-                out("channel write after shutdownOutput: " + exc(e));
+                out("channel write after shutdownOutput: " + UsmcServer.exc(e));
             }
             ByteBuffer b = ByteBuffer.allocate(100);
             while (c.read(b) >= 0)
@@ -291,7 +277,7 @@ public class UsmcClient {
             try {
                 out("timed read returned " + in.read());
             } catch (IOException e) {
-                out("timed read: " + exc(e));
+                out("timed read: " + UsmcServer.exc(e));
             }
             s.setSoTimeout(0);
             s.shutdownInput();
@@ -308,7 +294,7 @@ public class UsmcClient {
             try {
                 out("adaptor timed read returned " + s.getInputStream().read());
             } catch (IOException e) {
-                out("adaptor timed read: " + exc(e));
+                out("adaptor timed read: " + UsmcServer.exc(e));
             }
             s.setSoTimeout(5000);
             s.shutdownOutput();   // the server sees EOF and closes
@@ -339,7 +325,7 @@ public class UsmcClient {
                 op.run();
                 how.set("returned normally");
             } catch (Throwable e) {
-                how.set(exc(e));
+                how.set(UsmcServer.exc(e));
             }
         });
         t.start();
@@ -381,7 +367,7 @@ public class UsmcClient {
                     c.read(ByteBuffer.allocate(10));
                     how.set("returned normally");
                 } catch (Throwable e) {
-                    how.set(exc(e));
+                    how.set(UsmcServer.exc(e));
                 }
             });
             th[0].start();
@@ -509,14 +495,14 @@ public class UsmcClient {
                 try {
                     out("read after peer reset " + s.getInputStream().read());
                 } catch (IOException e) {
-                    out("read after peer reset: " + exc(e));
+                    out("read after peer reset: " + UsmcServer.exc(e));
                 }
             }
             try {
                 s.getOutputStream().write(msg(10, 1));
                 out("write after peer reset succeeded");
             } catch (IOException e) {
-                out("write after peer reset: " + exc(e));
+                out("write after peer reset: " + UsmcServer.exc(e));
             }
             s.close();
         }
@@ -528,14 +514,14 @@ public class UsmcClient {
                 try {
                     out("channel read after peer reset " + c.read(ByteBuffer.allocate(10)));
                 } catch (IOException e) {
-                    out("channel read after peer reset: " + exc(e));
+                    out("channel read after peer reset: " + UsmcServer.exc(e));
                 }
             }
             try {
                 c.write(ByteBuffer.wrap(msg(10, 1)));
                 out("channel write after peer reset succeeded");
             } catch (IOException e) {
-                out("channel write after peer reset: " + exc(e));
+                out("channel write after peer reset: " + UsmcServer.exc(e));
             }
             c.close();
         }
@@ -546,7 +532,7 @@ public class UsmcClient {
             try {
                 out("read after peer closed with unread data " + s.getInputStream().read());
             } catch (IOException e) {
-                out("read after peer closed with unread data: " + exc(e));
+                out("read after peer closed with unread data: " + UsmcServer.exc(e));
             }
             s.close();
         }
@@ -569,7 +555,7 @@ public class UsmcClient {
                 try {
                     out("nio read after peer reset " + c.read(ByteBuffer.allocate(10)));
                 } catch (IOException e) {
-                    out("nio read after peer reset: " + exc(e));
+                    out("nio read after peer reset: " + UsmcServer.exc(e));
                 }
             }
         }
@@ -618,7 +604,7 @@ public class UsmcClient {
                     try {
                         c.setOption((SocketOption<Object>) o, v);
                     } catch (Exception e) {
-                        out("set " + o.name() + ": " + exc(e));
+                        out("set " + o.name() + ": " + UsmcServer.exc(e));
                     }
                 }
                 out("after set " + opts(c));
@@ -637,7 +623,7 @@ public class UsmcClient {
             s.setOOBInline(true);
             s.connect(addr(bport));
             s.getOutputStream().write("OPTS\n".getBytes(StandardCharsets.US_ASCII));
-            String srv = line(s.getInputStream());
+            String srv = UsmcServer.readLine(s.getInputStream());
             String mine = " peerport=" + s.getLocalPort() + " ";
             out("socket rcvbuf " + s.getReceiveBufferSize() + " sndbuf " + s.getSendBufferSize()
                 + " nodelay " + s.getTcpNoDelay() + " oobinline " + s.getOOBInline()
@@ -667,7 +653,7 @@ public class UsmcClient {
             s.connect(new InetSocketAddress(host, port), 5000);
             out("blocking connect succeeded");
         } catch (IOException e) {
-            out("blocking connect: " + exc(e));
+            out("blocking connect: " + UsmcServer.exc(e));
         }
         try (Selector sel = Selector.open(); SocketChannel c = SocketChannel.open()) {
             c.configureBlocking(false);
@@ -678,13 +664,13 @@ public class UsmcClient {
             try {
                 out("finishConnect " + c.finishConnect());
             } catch (IOException e) {
-                out("finishConnect: " + exc(e));
+                out("finishConnect: " + UsmcServer.exc(e));
             }
         }
         try (SocketChannel c = SocketChannel.open()) {
             c.connect(new InetSocketAddress(host, port));
         } catch (IOException e) {
-            out("channel connect: " + exc(e));
+            out("channel connect: " + UsmcServer.exc(e));
         }
     }
 
@@ -700,7 +686,7 @@ public class UsmcClient {
             CRC32 c = new CRC32();
             c.update(a);
             c.update(b);
-            out("reply " + line(s.getInputStream()) + " without the urgent byte "
+            out("reply " + UsmcServer.readLine(s.getInputStream()) + " without the urgent byte "
                 + (a.length + b.length) + " " + Long.toHexString(c.getValue()));
         }
         try (Socket s = sock("ECHO")) {
@@ -735,7 +721,7 @@ public class UsmcClient {
             int n = readFully(s.getInputStream(), b, 0, b.length);
             return n == d.length && Arrays.equals(Arrays.copyOf(b, n), d);
         } catch (IOException e) {
-            System.err.println("short connection " + i + ": " + exc(e));
+            System.err.println("short connection " + i + ": " + UsmcServer.exc(e));
             return false;
         }
     }
@@ -868,7 +854,7 @@ public class UsmcClient {
                             pos += in.transferTo(pos, data.length - pos, c);
                         c.shutdownOutput();
                     } catch (IOException e) {
-                        werr.set(exc(e));
+                        werr.set(UsmcServer.exc(e));
                     }
                 });
                 w.start();
@@ -909,11 +895,11 @@ public class UsmcClient {
                         c.shutdownOutput();
                         wdone.complete("written");
                     } catch (IOException e) {
-                        wdone.complete(exc(e));
+                        wdone.complete(UsmcServer.exc(e));
                     }
                 }
                 public void failed(Throwable t, Void v) {
-                    wdone.complete(exc(t));
+                    wdone.complete(UsmcServer.exc(t));
                 }
             });
             ByteBuffer in = ByteBuffer.allocate(100000);
@@ -935,7 +921,7 @@ public class UsmcClient {
             try {
                 out("read after EOF " + f.get(10, TimeUnit.SECONDS));
             } catch (ExecutionException e) {
-                out("read after EOF: " + exc(e.getCause()));
+                out("read after EOF: " + UsmcServer.exc(e.getCause()));
             }
         }
         try (AsynchronousSocketChannel c = AsynchronousSocketChannel.open()) {
@@ -947,7 +933,7 @@ public class UsmcClient {
             try {
                 out("pending read on close " + f.get(10, TimeUnit.SECONDS));
             } catch (ExecutionException e) {
-                out("pending read on close: " + exc(e.getCause()));
+                out("pending read on close: " + UsmcServer.exc(e.getCause()));
             }
             out("server saw " + result("ac"));
         }
@@ -973,7 +959,7 @@ public class UsmcClient {
                             ;
                         how.set("EOF");
                     } catch (IOException e) {
-                        how.set(exc(e));
+                        how.set(UsmcServer.exc(e));
                     }
                 });
             } else {
@@ -994,7 +980,7 @@ public class UsmcClient {
                     } catch (ClosedChannelException e) {
                         how.set("channel closed (AsynchronousClose or ClosedChannel)");
                     } catch (IOException e) {
-                        how.set(exc(e));
+                        how.set(UsmcServer.exc(e));
                     }
                 });
             }
@@ -1055,7 +1041,7 @@ public class UsmcClient {
                             os.write(data, off, Math.min(1000, data.length - off));
                         s.shutdownOutput();
                     } catch (IOException e) {
-                        System.err.println("small buffers writer: " + exc(e));
+                        System.err.println("small buffers writer: " + UsmcServer.exc(e));
                     }
                 });
                 w.start();
@@ -1156,7 +1142,7 @@ public class UsmcClient {
         for (int i = 0; i < 3; i++)
             out("spawned here " + spawnHere());
         try (Socket s = sock("SPAWN")) {
-            out("spawned in the server " + line(s.getInputStream()));
+            out("spawned in the server " + UsmcServer.readLine(s.getInputStream()));
         }
         // Both connections still work, both ways, and end cleanly.
         byte[] m2 = msg(1 << 20, 2);
@@ -1169,7 +1155,7 @@ public class UsmcClient {
                     b.write(x);
                 b.shutdownOutput();
             } catch (IOException e) {
-                System.err.println("spawn writer: " + exc(e));
+                System.err.println("spawn writer: " + UsmcServer.exc(e));
             }
         });
         w.start();
@@ -1379,7 +1365,7 @@ public class UsmcClient {
                     c2.getOutputStream().write(msg(300000, 5));
                     c2.shutdownOutput();
                 } catch (IOException e) {
-                    System.err.println("late accept writer: " + exc(e));
+                    System.err.println("late accept writer: " + UsmcServer.exc(e));
                 }
             });
             w.start();
@@ -1417,7 +1403,7 @@ public class UsmcClient {
                     try {
                         out("mapped read after truncate " + m.get(8192 + i * 4096));
                     } catch (Throwable e) {
-                        out("mapped read after truncate: " + exc(e));
+                        out("mapped read after truncate: " + UsmcServer.exc(e));
                     }
                 }
             } finally {
@@ -1544,7 +1530,7 @@ public class UsmcClient {
                 try {
                     run(name);
                 } catch (Throwable e) {
-                    out("FAILED " + exc(e));
+                    out("FAILED " + UsmcServer.exc(e));
                     e.printStackTrace();
                 }
             });
