@@ -129,6 +129,26 @@ def machine_info(cpus):
             "loadavg_before": " ".join(Path("/proc/loadavg").read_text().split()[0:3])}
 
 
+def cpu_list(spec):
+    """The CPUs of a taskset list ("3", "0-7", "0,2-3")."""
+    out = []
+    for part in str(spec).split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def parse_cpus(arg, ap):
+    """--cpus C,S (one CPU each) or C/S (taskset lists, e.g. 0-7/8-15)."""
+    parts = arg.split("/") if "/" in arg else arg.split(",")
+    try:
+        if len(parts) != 2 or not all(cpu_list(p) for p in parts):
+            raise ValueError
+    except ValueError:
+        ap.error("--cpus wants C,S or CLIENT_LIST/SERVER_LIST (taskset -c lists)")
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Real programs (sockperf, redis, nginx+wrk) over TCP loopback vs usmc, "
@@ -141,7 +161,7 @@ def parse_args(argv):
     ap.add_argument("--duration", type=int, default=2,
                     help="whole seconds per sockperf/wrk run (default 2; sockperf adds "
                          "about 2.5 s of its own warm-up and start)")
-    ap.add_argument("--cpus", default="0,1", help="client CPU,server CPU (default 0,1)")
+    ap.add_argument("--cpus", default="0,1", help="client CPU,server CPU (default 0,1), or CPU lists: 0-7/8-15")
     ap.add_argument("--same-cpu", action="store_true",
                     help="also run with client and server on the client's CPU")
     ap.add_argument("--only-same-cpu", action="store_true",
@@ -188,11 +208,7 @@ def parse_args(argv):
                     help="keep every run's scratch directory (failed runs are always kept)")
     args = ap.parse_args(argv)
     args.build = Path(args.build).resolve()
-    try:
-        c, s = (int(x) for x in args.cpus.split(","))
-    except ValueError:
-        ap.error("--cpus wants C,S")
-    args.cpus = (c, s)
+    args.cpus = parse_cpus(args.cpus, ap)
     if args.quick:
         if args.workloads is None:
             args.workloads = "quick"
@@ -216,6 +232,7 @@ def parse_args(argv):
         if not args.no_profile:
             args.profile = True
     args.placements = []
+    c, s = args.cpus
     if not args.only_same_cpu:
         args.placements.append(("apart", (c, s)))
     if args.same_cpu or args.only_same_cpu:
@@ -256,8 +273,8 @@ def main(argv):
                 log("programs.py: missing program(s): %s" % ", ".join(miss))
                 return 2
             ncpu = os.cpu_count() or 1
-            if max(cfg.cpus) >= ncpu:
-                log("programs.py: --cpus %d,%d but only %d CPUs" % (cfg.cpus + (ncpu,)))
+            if max(max(cpu_list(c)) for c in cfg.cpus) >= ncpu:
+                log("programs.py: --cpus %s,%s but only %d CPUs" % (cfg.cpus + (ncpu,)))
                 return 2
             workdir = tempfile.mkdtemp(prefix="usmc-programs-")
             build_info = describe_build(cfg.build)

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from programs import (build_missing, describe_build, machine_info,  # noqa: E402
-                      program_versions, snapshot_build)
+                      parse_cpus, program_versions, snapshot_build)
 from progs.common import REPO, fmt_num, fmt_ratio, log  # noqa: E402
 from progs.measure import measure  # noqa: E402
 from progs.procs import _on_signal, shq  # noqa: E402
@@ -44,7 +44,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description="Seed 004's redis sweep, TCP vs usmc.")
     ap.add_argument("--build", default=str(REPO / "build"))
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--cpus", default="0,1", help="client CPU,server CPU (default 0,1)")
+    ap.add_argument("--cpus", default="0,1", help="client CPU,server CPU (default 0,1), or CPU lists: 0-7/8-15")
     ap.add_argument("--threads", type=ints, default=SWEEP_THREADS)
     ap.add_argument("--sizes", type=ints, default=SWEEP_SIZES)
     ap.add_argument("--conns", type=ints, default=SWEEP_CONNS)
@@ -56,7 +56,7 @@ def parse_args(argv):
     ap.add_argument("--load", metavar="FILE", help="do not measure: rewrite from this JSON")
     a = ap.parse_args(argv)
     a.build = Path(a.build).resolve()
-    a.cpus = tuple(int(x) for x in a.cpus.split(","))
+    a.cpus = parse_cpus(a.cpus, ap)
     a.workloads = ["redis-t%d-d%d-c%d" % (t, d, c) for c in a.conns for t in a.threads
                    for d in a.sizes]
     bad = [w for w in a.workloads if w not in WORKLOADS]
@@ -91,7 +91,7 @@ def markdown(res):
            "40–60 %%.  This is its sweep with usmc on one host: redis-benchmark `--threads` "
            "× value size × clients, one `redis-benchmark -t set,get` run per cell against a "
            "fresh `redis-server`, TCP first, then usmc (`usmc run --` on both ends, a fresh "
-           "runtime directory, default settings).  Client on CPU %d, server on CPU %d." % tuple(
+           "runtime directory, default settings).  Client on CPU %s, server on CPU %s." % tuple(
                cfg["cpus"]), "",
            "Machine: %s CPUs, %s, %s.  Started %s, finished %s.  Library: %s at %s.  "
            "Median of %d repetitions [min..max]; ratio = usmc median / TCP median, in "

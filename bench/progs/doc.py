@@ -284,7 +284,7 @@ def write_doc(prog, bench, docdir, files, final):
         if not pl and not b:
             continue
         cpus = pl["cpus"] if pl else [b["machine"]["cpu_client"], b["machine"]["cpu_server"]]
-        add("## Targets: %s (client CPU %d, server CPU %d)" % (title, cpus[0], cpus[1]))
+        add("## Targets: %s (client CPU %s, server CPU %s)" % (title, cpus[0], cpus[1]))
         add("")
         if not final:
             add("*Preliminary (noisy machine); the final run replaces these numbers.*")
@@ -320,7 +320,7 @@ def write_doc(prog, bench, docdir, files, final):
         pl = (prog or {}).get("placements", {}).get(placement)
         if not pl:
             continue
-        add("## Real programs, %s (client CPU %d, server CPU %d)" % (
+        add("## Real programs, %s (client CPU %s, server CPU %s)" % (
             title, pl["cpus"][0], pl["cpus"][1]))
         add("")
         if not final:

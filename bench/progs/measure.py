@@ -113,7 +113,7 @@ def measure(cfg, workdir):
                     main = WORKLOADS[name]["metrics"][0]
                     val = r.get("metrics", {}).get(main)
                     log("[%s %s rep %d/%d] %-13s %-4s %s %s (%.1f s, %.0f s total)" % (
-                        pname, "%d,%d" % cpus, rep + 1, cfg.reps, name, t,
+                        pname, "%s/%s" % cpus, rep + 1, cfg.reps, name, t,
                         "%s=%s" % (main, fmt_num(val, METRICS[main][1])) if val else "",
                         status, r["wall_s"], time.monotonic() - t_start))
                     if not r["ok"]:
@@ -175,7 +175,7 @@ def table(res):
                  "[min..max of the per-rep ratios]")
     for pname, pl in res["placements"].items():
         lines.append("")
-        lines.append("== placement %s: client CPU %d, server CPU %d ==" % (
+        lines.append("== placement %s: client CPU %s, server CPU %s ==" % (
             pname, pl["cpus"][0], pl["cpus"][1]))
         lines.append("  %-44s %-26s %-26s %s" % ("", "TCP", "usmc", "usmc/TCP"))
         for name, w in pl["workloads"].items():
@@ -252,7 +252,7 @@ def plot(res, path):
             lo_, hi_ = ax.get_ylim()
             ax.set_ylim(lo_ / 2, hi_ * 5)
             ax.grid(axis="y", alpha=0.3)
-            ax.set_title("%s (client CPU %d, server CPU %d): %s" % (
+            ax.set_title("%s (client CPU %s, server CPU %s): %s" % (
                 pname, pl["cpus"][0], pl["cpus"][1],
                 "CPU time per operation, lower is better" if want_cpu else
                 "rates higher / latency lower is better"), fontsize=9)
