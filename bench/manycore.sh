@@ -50,12 +50,12 @@ part() {	# NAME SECONDS CMD...: one part under its own deadline
 	tail -n 40 "$out/$name.txt"
 }
 
-part nginx8 200 python3 bench/programs.py --workloads nginx-ka,nginx-close \
+part nginx8 100 python3 bench/programs.py --workloads nginx-ka,nginx-close \
 	--reps $reps --duration $dur --cpus "$C/$S" --nginx-workers 8 \
 	--wrk-threads 8 --wrk-conns 400 --json "$out/nginx8.json"
-part redis 200 python3 bench/programs.py --workloads redis-c200,redis-c50-P16 \
+part redis 100 python3 bench/programs.py --workloads redis-c200,redis-c50-P16 \
 	--reps $reps --cpus $rc --json "$out/redis.json"
-part sweep 200 python3 bench/redis_sweep.py --threads 1,2,4,8 --sizes 1024 \
+part sweep 140 python3 bench/redis_sweep.py --threads 1,2,4,8 --sizes 1024 \
 	--conns 200 --reps $sreps --cpus "$C/$S" --out "$out/sweep"
-part pairs 200 python3 bench/scaling.py --pairs $pairs --reps $preps --duration 1 \
+part pairs 150 python3 bench/scaling.py --pairs $pairs --reps $preps --duration 1 \
 	--json "$out/pairs.json" --md "$out/pairs.md"
