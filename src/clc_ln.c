@@ -331,28 +331,38 @@ int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 	int rc = 0;
 
 	pthread_mutex_lock(&ln_cache_lock);
-	for (pp = &ln_cache; (ln = *pp); pp = &ln->next)
+	for (ln = ln_cache; ln; ln = ln->next)
 		if (ln->id == id)
 			break;
 	if (!ln) {
 		ln_cache_prune();
 		rc = ln_open(id, fresh, &ln);
-		if (rc)
-			goto out;
+		if (rc) {
+			pthread_mutex_unlock(&ln_cache_lock);
+			return rc;
+		}
 		ln->next = ln_cache;
 		ln_cache = ln;
-		pp = &ln_cache;
 	}
-	/* Liveness: the owner family holds the lock for as long as it lives.
-	 * A truncated index is dropped: the next lookup opens it afresh. */
-	if (ln_gone(ln, true)) {
-		rc = usmc_clc_ln_poisoned(ln) ? -EBADMSG : -ESRCH;
-		*pp = ln->next;
-		usmc_clc_ln_put(ln);
-		goto out;
-	}
-	*out = usmc_clc_ln_ref(ln);
-out:
+	ln = usmc_clc_ln_ref(ln);
 	pthread_mutex_unlock(&ln_cache_lock);
+	/* Liveness: the owner family holds the lock for as long as it lives.
+	 * Asked outside ln_cache_lock (a system call): every connect of every
+	 * thread comes here.  A truncated index or a dead owner's is dropped
+	 * from the cache, if still there: the next lookup opens it afresh. */
+	if (!ln_gone(ln, true)) {
+		*out = ln;
+		return 0;
+	}
+	rc = usmc_clc_ln_poisoned(ln) ? -EBADMSG : -ESRCH;
+	pthread_mutex_lock(&ln_cache_lock);
+	for (pp = &ln_cache; *pp; pp = &(*pp)->next)
+		if (*pp == ln) {
+			*pp = ln->next;
+			usmc_clc_ln_put(ln);	/* the cache's */
+			break;
+		}
+	pthread_mutex_unlock(&ln_cache_lock);
+	usmc_clc_ln_put(ln);
 	return rc;
 }

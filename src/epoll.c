@@ -315,7 +315,7 @@ void usmc_epoll_after_fork(void)
 {
 	struct ep_fdlist *e;
 
-	pthread_mutex_init(&ep_lock, NULL);
+	ep_lock_reinit();
 	for (e = ep_fds; e; e = e->next) {
 		e->ep->waiters = 0;
 		ep_sleep_after_fork(e->ep);
@@ -355,7 +355,7 @@ static struct usmc_ep *ep_create(int epfd)
 	e->ep = ep;
 	e->next = ep_fds;
 	ep_fds = e;
-	*s = ep;
+	ep_slot_set(s, ep);
 	return ep;
 }
 
@@ -418,7 +418,7 @@ static bool ep_forget_fd(int fd)
 	ep = s ? *s : NULL;
 	if (!ep)
 		return false;
-	*s = NULL;
+	ep_slot_set(s, NULL);
 	for (pp = &ep_fds; (e = *pp); pp = &e->next)
 		if (e->fd == fd) {
 			*pp = e->next;
@@ -438,6 +438,8 @@ bool usmc_epoll_closed(int fd)
 {
 	bool known;
 
+	if (!ep_known(fd))
+		return false;		/* (most closes: sockets, files) */
 	pthread_mutex_lock(&ep_lock);
 	known = ep_forget_fd(fd);
 	pthread_mutex_unlock(&ep_lock);
@@ -455,7 +457,7 @@ void usmc_epoll_dup(int oldfd, int newfd)
 	e = s ? malloc(sizeof(*e)) : NULL;
 	if (e) {
 		ep->refs++;
-		*s = ep;
+		ep_slot_set(s, ep);
 		e->fd = newfd;
 		e->ep = ep;
 		e->next = ep_fds;
@@ -464,9 +466,13 @@ void usmc_epoll_dup(int oldfd, int newfd)
 	pthread_mutex_unlock(&ep_lock);
 }
 
-/* The socket's last local reference is gone: forget all its records. */
+/* The socket's last local reference is gone: forget all its records.
+ * Nobody can add one now (an ADD holds a reference), so a socket that
+ * never had any needs no lock: the last put made every write visible. */
 void ep_sock_forget(struct usmc_sock *sk)
 {
+	if (!__atomic_load_n(&sk->epregs, __ATOMIC_RELAXED))
+		return;
 	pthread_mutex_lock(&ep_lock);
 	while (sk->epregs) {
 		struct usmc_epreg *r = sk->epregs;

@@ -124,6 +124,11 @@ int ep_fd_of(struct usmc_ep *ep);
 struct usmc_ep *ep_lookup(int epfd);
 /* The table slot for an epoll descriptor (created on demand). */
 struct usmc_ep **ep_slot(int fd, bool create);
+/* Set a slot (a release store: ep_known reads without ep_lock). */
+void ep_slot_set(struct usmc_ep **s, struct usmc_ep *ep);
+bool ep_known(int fd);
+/* The fork child's ep_lock, adaptive like the parent's. */
+void ep_lock_reinit(void);
 /* epoll descriptor numbers per instance, to find epfd from a record. */
 struct ep_fdlist {
 	int fd;
