@@ -61,7 +61,11 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -292,14 +296,14 @@ static void listener_match(const struct nlmsghdr *h, void *arg)
  * client socket ino (ino != 0), or that holds file *vfs (its accepted
  * sockets carry it): one dump of the listening sockets.  0 if none.
  */
-static uint64_t listener_of(uint64_t ino, const struct unix_diag_vfs *vfs)
+static uint64_t bound_of(uint32_t states, uint64_t ino, const struct unix_diag_vfs *vfs)
 {
 	struct {
 		struct nlmsghdr nlh;
 		struct unix_diag_req r;
 	} req = {
 		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY },
-		.r = { .sdiag_family = AF_UNIX, .udiag_states = 1u << TCP_LISTEN,
+		.r = { .sdiag_family = AF_UNIX, .udiag_states = states,
 		       .udiag_show = UDIAG_SHOW_ICONS | UDIAG_SHOW_VFS,
 		       .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
@@ -311,6 +315,56 @@ static uint64_t listener_of(uint64_t ino, const struct unix_diag_vfs *vfs)
 	usmc_nl_dump(nl, &req.nlh, listener_match, &q);
 	usmc_nl_close(nl);
 	return q.found;
+}
+
+static uint64_t listener_of(uint64_t ino, const struct unix_diag_vfs *vfs)
+{
+	return bound_of(1u << TCP_LISTEN, ino, vfs);
+}
+
+static int sock_type(int fd)
+{
+	socklen_t l = sizeof(int);
+	int t = 0;
+
+	if (usmc_sys6(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, (long)&t, (long)&l, 0))
+		return -1;
+	return t;
+}
+
+/*
+ * The socket bound at the UNIX path a datagram goes to (sendmsg with a
+ * msg_name on an unconnected socket: squid's coordinator hands each SMP
+ * worker the listening socket so), by the identity of the path's file; 0
+ * if none, or if the name is abstract or unnamed (not looked up).
+ */
+static uint64_t receiver_at(const struct msghdr *msg)
+{
+	const struct sockaddr_un *sun = msg ? msg->msg_name : NULL;
+	char path[sizeof(sun->sun_path) + 1];
+	struct unix_diag_vfs vfs;
+	struct stat st;
+	size_t n;
+
+	if (!sun || msg->msg_namelen <= offsetof(struct sockaddr_un, sun_path) ||
+	    msg->msg_namelen > sizeof(*sun) || sun->sun_family != AF_UNIX || !sun->sun_path[0])
+		return 0;
+	n = msg->msg_namelen - offsetof(struct sockaddr_un, sun_path);
+	memcpy(path, sun->sun_path, n);
+	path[n] = '\0';
+	/* The kernel fills it; the analyser cannot see a raw call do so. */
+	memset(&st, 0, sizeof(st));
+	if (usmc_sys6(SYS_newfstatat, AT_FDCWD, (long)path, (long)&st, 0, 0, 0) ||
+	    !S_ISSOCK(st.st_mode))
+		return 0;
+	/* sock_diag gives the kernel's own device number (MKDEV: 12 bits of
+	 * major above 20 of minor), stat the exported encoding. */
+	vfs.udiag_vfs_ino = (uint32_t)st.st_ino;
+	vfs.udiag_vfs_dev = (uint32_t)((major(st.st_dev) << 20) | minor(st.st_dev));
+	if (vfs.udiag_vfs_ino != st.st_ino || major(st.st_dev) >= (1u << 12) ||
+	    minor(st.st_dev) >= (1u << 20))
+		return 0;
+	return bound_of(~0u & ~(1u << TCP_LISTEN), 0, &vfs);
 }
 
 static bool tainted(const struct usmc_stats_file *f, uint64_t ino)
@@ -352,7 +406,7 @@ static bool announced(struct usmc_stats_file *f, int self, uint64_t ino)
  */
 #define ADOPT_ACCEPT_MS	200
 
-bool usmc_scm_peer_adopts(int fd, bool wait)
+bool usmc_scm_peer_adopts(int fd, const struct msghdr *msg, bool wait)
 {
 	struct usmc_stats_file *f;
 	struct unix_diag_vfs vfs;
@@ -361,6 +415,13 @@ bool usmc_scm_peer_adopts(int fd, bool wait)
 
 	if (usmc_stats_attach() || !(f = usmc_stats_self(&slot)) || !usmc_scm_unix_ino(fd, &ino))
 		return false;
+	/* A datagram to a name goes to the socket bound there, whatever fd's
+	 * own peer (a connected datagram socket may still name another); a
+	 * stream socket refuses a name, a seqpacket one ignores it. */
+	if (msg && msg->msg_name && msg->msg_namelen && sock_type(fd) == SOCK_DGRAM) {
+		peer = receiver_at(msg);
+		return peer && !tainted(f, peer) && announced(f, slot, peer);
+	}
 	if (unix_diag(ino, &peer, NULL), peer) {
 		if (tainted(f, peer))
 			return false;

@@ -9,6 +9,8 @@
 
 #include "usmc.h"
 
+struct msghdr;
+
 /* Is fd a UNIX socket?  Its inode in *ino. */
 bool usmc_scm_unix_ino(int fd, uint64_t *ino);
 /* This process reads descriptors from UNIX socket ino with libusmc. */
@@ -23,8 +25,9 @@ void usmc_scm_announce_inherited(void);
 /* listen(2) for a socket that is not ours: a UNIX one announces the
  * identity of its file (its holders run libusmc, until one is tainted). */
 int usmc_scm_listen(int fd, int backlog);
-/* Will whoever reads what we send on UNIX socket fd run libusmc?  wait:
- * a peer not accepted yet may be waited for (up to 200 ms). */
-bool usmc_scm_peer_adopts(int fd, bool wait);
+/* Will whoever reads msg, sent on UNIX socket fd, run libusmc?  (fd's
+ * peer, or the socket bound at msg's name.)  wait: a peer not accepted
+ * yet may be waited for (up to 200 ms). */
+bool usmc_scm_peer_adopts(int fd, const struct msghdr *msg, bool wait);
 
 #endif

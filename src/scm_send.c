@@ -291,11 +291,11 @@ static void out_count(struct scm_out *o, int delta)
  */
 #define ADOPT_WAIT_MS	200
 
-static bool adopts(struct scm_out *o, int fd)
+static bool adopts(struct scm_out *o, int fd, const struct msghdr *msg)
 {
 	int i, ms;
 
-	if (usmc_scm_peer_adopts(fd, true))
+	if (usmc_scm_peer_adopts(fd, msg, true))
 		return true;
 	for (i = 0; i < o->nfds; i++)
 		if (o->sk[i] && usmc_handover_strands(o->sk[i], o->fds[i]))
@@ -304,7 +304,7 @@ static bool adopts(struct scm_out *o, int fd)
 		return false;
 	for (ms = 0; ms < ADOPT_WAIT_MS; ms++) {
 		usleep(1000);
-		if (usmc_scm_peer_adopts(fd, false))
+		if (usmc_scm_peer_adopts(fd, msg, false))
 			return true;
 	}
 	return false;
@@ -325,7 +325,7 @@ static void out_prepare(struct scm_out *o, int fd, const struct msghdr *msg)
 	whole = out_collect(o, msg);
 	if (!o->nsock)
 		return;
-	if (whole && adopts(o, fd) && out_ticket(o) && out_build(o, msg)) {
+	if (whole && adopts(o, fd, msg) && out_ticket(o) && out_build(o, msg)) {
 		out_count(o, 1);
 		usmc_dbg(2, "fd %d: %d socket(s) passed to a process that adopts them", fd, o->nsock);
 		return;

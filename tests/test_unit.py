@@ -110,7 +110,8 @@ COPY_SKIP = {
     "t_fast": ["forked"],
     "t_writers": ["writer_procs"],
     "t_handover": [n + p for n in ("close", "mmsg", "twice", "keep", "in_ring", "client_side",
-                                   "client_connecting", "ctrunc") for p in ("", "_plain")]
+                                   "client_connecting", "ctrunc", "dgram_name")
+                   for p in ("", "_plain")]
                   + ["shut"],
     "t_inherit": ["backend_closes_listener", "master_closes_listener", "killed_holder"],
     "t_migrate2": ["mover_killed"],

@@ -77,6 +77,10 @@
  *                  worker whose control buffer holds one: it gets the
  *                  first, MSG_CTRUNC and the kernel's cmsg layout, and
  *                  serves the connection on it
+ *   dgram_name     close, passed as squid's coordinator passes sockets to
+ *                  its kids: sendmsg() with the worker's bound name on a
+ *                  datagram socket connected to nobody (the reader is the
+ *                  socket bound there; it was moved to TCP, handed_over)
  *
  * A worker under usmc adopts what it is passed (SCM_RIGHTS with usmc's
  * ticket): the connection stays on shared memory (the worker checks its
@@ -91,6 +95,8 @@
  * stay until the acceptor exited).
  */
 #include "t_util.h"
+
+#include <sys/un.h>
 
 extern char **environ;
 
@@ -120,8 +126,14 @@ extern char **environ;
 #define H_CTRUNC	0x10000	/* passed twice in one message, room for one */
 #define H_STOP		0x20000	/* H_LOST with the client stopped meanwhile */
 #define H_GONE		0x40000	/* H_CLOSED, and the client process exited */
+#define H_DGRAM		0x80000	/* pass on an unconnected datagram socket, to a name */
+#define DGRAM_FD	100	/* H_DGRAM: the worker's bound datagram socket */
 
 static int g_flags;	/* the role's flags */
+/* H_DGRAM: the acceptor's unconnected datagram socket, and the name the
+ * worker's channel is bound to. */
+static int g_tx = -1;
+static struct sockaddr_un g_dest;
 
 /* One descriptor and an offset over the UNIX socket. */
 static void pass_fd(int chan, int fd, uint32_t off)
@@ -145,6 +157,11 @@ static void pass_fd(int chan, int fd, uint32_t off)
 		if (sendmmsg(chan, &mm, 1, 0) != 1 || mm.msg_len != sizeof(off))
 			t_fail("sendmmsg(SCM_RIGHTS): %s", strerror(errno));
 		return;
+	}
+	if (g_tx >= 0) {
+		chan = g_tx;
+		m.msg_name = &g_dest;
+		m.msg_namelen = sizeof(g_dest);
 	}
 	if (sendmsg(chan, &m, 0) != sizeof(off))
 		t_fail("sendmsg(SCM_RIGHTS): %s", strerror(errno));
@@ -325,7 +342,18 @@ static int worker(int chan, int flags)
 		pause();	/* killed with the message unread */
 		return 1;
 	}
-	fd = take_fd(chan, &off);
+	if (flags & H_DGRAM) {
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec v = { &b, 1 };
+		struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1, .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf) };
+
+		t_assert(recvmsg(DGRAM_FD, &m, 0) == 1, "recvmsg: %s", strerror(errno));
+		t_sync_post(chan);
+		fd = take_fd(DGRAM_FD, &off);
+	} else {
+		fd = take_fd(chan, &off);
+	}
 
 	if (flags & H_CLIENT) {
 		talk_client(fd, flags);
@@ -483,9 +511,32 @@ static int acceptor(int flags)
 	t_ok(fcntl(lfd, F_SETFD, FD_CLOEXEC));
 	t_ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
 	t_ok(fcntl(sv[1], F_SETFD, 0));
+	if (flags & H_DGRAM) {
+		/* squid's coordinator: sendmsg() to each kid's bound name on
+		 * a socket connected to nobody.  The worker's socket is bound
+		 * there, connected to nobody either, at DGRAM_FD. */
+		int w = t_ok(socket(AF_UNIX, SOCK_DGRAM, 0));
+
+		g_dest.sun_family = AF_UNIX;
+		snprintf(g_dest.sun_path, sizeof(g_dest.sun_path), "/tmp/t_handover-%d.sock",
+			 (int)getpid());
+		unlink(g_dest.sun_path);
+		t_ok(bind(w, (struct sockaddr *)&g_dest, sizeof(g_dest)));
+		t_ok(dup2(w, DGRAM_FD));
+		close(w);
+		g_tx = t_ok(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	}
 	wk = start("worker", sv[1], flags, flags & H_PLAIN, NULL);
 	close(sv[1]);
 	hello_send(sv[0]);
+	if (flags & H_DGRAM) {
+		close(DGRAM_FD);
+		/* A first datagram: the worker reads it as it reads its
+		 * descriptors, then says so (squid's kid waits in recvmsg). */
+		t_assert(sendto(g_tx, "h", 1, 0, (struct sockaddr *)&g_dest, sizeof(g_dest)) == 1,
+			 "sendto: %s", strerror(errno));
+		t_sync_wait(sv[0]);
+	}
 	if (flags & H_CLIENT) {
 		struct sockaddr_in a;
 		int rd[2];
@@ -634,6 +685,10 @@ static int acceptor(int flags)
 	t_wait_child(cl, "client");
 	close(lfd);
 	close(sv[0]);
+	if (g_tx >= 0) {
+		close(g_tx);
+		unlink(g_dest.sun_path);
+	}
 	/* Moved to TCP before it left for a worker without usmc: counted
 	 * (not for a declined one, which was never on shared memory);
 	 * adopted by one under usmc: not. */
@@ -689,6 +744,8 @@ static void check_lost_plain(void) { run(H_LOST | H_PLAIN); }
 static void check_lost_stopped(void) { run(H_LOST | H_STOP); }
 static void check_lost_stopped_plain(void) { run(H_LOST | H_STOP | H_PLAIN); }
 static void check_ctrunc(void) { run(H_CTRUNC); }
+static void check_dgram_name(void) { run(H_DGRAM); }
+static void check_dgram_name_plain(void) { run(H_DGRAM | H_PLAIN); }
 static void check_ctrunc_plain(void) { run(H_CTRUNC | H_PLAIN | H_KEEP); }
 
 static const struct t_check checks[] = {
@@ -696,6 +753,8 @@ static const struct t_check checks[] = {
 	{ "now_plain", check_now_plain },
 	{ "close", check_close },
 	{ "close_plain", check_close_plain },
+	{ "dgram_name", check_dgram_name },
+	{ "dgram_name_plain", check_dgram_name_plain },
 	{ "mmsg", check_mmsg },
 	{ "mmsg_plain", check_mmsg_plain },
 	{ "twice", check_twice },
