@@ -417,6 +417,13 @@ def write_doc(prog, bench, docdir, files, final):
         "aggregate (`bench/scaling.py`): [perf/scaling.md](perf/scaling.md), with the "
         "machine each table comes from.")
     add("")
+    add("Real programs on 16 CPUs (`bench/manycore.sh`: nginx with 8 workers and wrk with 8 "
+        "threads, redis at defaults, seed 004's `--threads` sweep): "
+        "[perf/manycore.md](perf/manycore.md).  Pairs that share nothing scale linearly; "
+        "threads of one process that each run an epoll loop do not yet (one process-wide "
+        "`ep_lock`): nginx + wrk -t 8 Connection: close runs at 0.27× TCP there, keep-alive "
+        "at 1.2×.")
+    add("")
     add("## Exact commands")
     add("")
     add("The measurements in docs/perf/%s were taken with:" % files.get("programs_json",
