@@ -188,13 +188,19 @@ struct usmc_clc_ln *usmc_clc_ln_ref(struct usmc_clc_ln *ln)
 	return ln;
 }
 
-void usmc_clc_ln_put(struct usmc_clc_ln *ln)
+/* Drop n references at once. */
+static void ln_drop(struct usmc_clc_ln *ln, int n)
 {
-	if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
+	if (!ln || atomic_fetch_sub(&ln->refs, n) != n)
 		return;
 	ln_unmap(ln);
 	usmc_ifd_close(ln->fd);
 	free(ln);
+}
+
+void usmc_clc_ln_put(struct usmc_clc_ln *ln)
+{
+	ln_drop(ln, 1);
 }
 
 /* The header is owner-written and immutable after publication. */
@@ -328,7 +334,7 @@ static void ln_cache_prune(void)
 int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 {
 	struct usmc_clc_ln *ln, **pp;
-	int rc = 0;
+	int rc = 0, n = 1;
 
 	pthread_mutex_lock(&ln_cache_lock);
 	for (ln = ln_cache; ln; ln = ln->next)
@@ -359,10 +365,10 @@ int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 	for (pp = &ln_cache; *pp; pp = &(*pp)->next)
 		if (*pp == ln) {
 			*pp = ln->next;
-			usmc_clc_ln_put(ln);	/* the cache's */
+			n = 2;		/* and the cache's */
 			break;
 		}
 	pthread_mutex_unlock(&ln_cache_lock);
-	usmc_clc_ln_put(ln);
+	ln_drop(ln, n);
 	return rc;
 }
