@@ -284,4 +284,7 @@ bool usmc_clc_has_proposal(struct usmc_clc_ln *ln, const struct usmc_addr *clien
 /* Used by fuzzing and tests: validate proposal fields read from shm. */
 int usmc_clc_prop_check(const struct usmc_clc_prop *p, const struct usmc_addr *client);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_clc_ln_after_fork(void);
+
 #endif

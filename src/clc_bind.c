@@ -374,3 +374,10 @@ int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst
 		return 1;
 	}
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held diag_lock at the fork. */
+void usmc_bind_after_fork(void)
+{
+	pthread_mutex_init(&diag_lock, NULL);
+}

@@ -65,4 +65,7 @@ bool usmc_bind_listener_here(const struct usmc_addr *local, const struct usmc_ad
  * went), and keep none from now on. */
 int usmc_bind_shed(void);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_bind_after_fork(void);
+
 #endif

@@ -372,3 +372,10 @@ int usmc_clc_ln_get(uint64_t id, bool fresh, struct usmc_clc_ln **out)
 	ln_drop(ln, n);
 	return rc;
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held ln_cache_lock at the fork. */
+void usmc_clc_ln_after_fork(void)
+{
+	pthread_mutex_init(&ln_cache_lock, NULL);
+}

@@ -373,3 +373,10 @@ int usmc_policy_check(uint16_t port, bool *fixed)
 	}
 	return reason;
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held ctl_lock at the fork. */
+void usmc_ctl_after_fork(void)
+{
+	pthread_mutex_init(&ctl_lock, NULL);
+}

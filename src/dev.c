@@ -129,4 +129,15 @@ void usmc_cdc_mirror(const volatile void *word, size_t len)
 	}
 	/* Not a registered view: a mapped device's line. */
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held views_lock at the fork. */
+void usmc_dev_after_fork(void)
+{
+	pthread_mutex_init(&views_lock, NULL);
+}
+#else
+void usmc_dev_after_fork(void)
+{
+}
 #endif

@@ -163,4 +163,7 @@ int usmc_dev_view_register(struct usmc_lgr *lgr, void *view, size_t len);
 void usmc_dev_view_unregister(struct usmc_lgr *lgr);
 #endif
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_dev_after_fork(void);
+
 #endif

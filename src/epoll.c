@@ -579,11 +579,11 @@ int usmc_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep_nest(inner, fd);
 	if (!sk || (sk->kind != SK_TCP && sk->kind != SK_CONN)) {
 		if (ep && op == EPOLL_CTL_ADD) {
-			ep->nforeign++;
+			STORE_RELAXED(&ep->nforeign, LOAD_RELAXED(&ep->nforeign) + 1);
 			ep_sleep_order(ep);
 		}
-		else if (ep && op == EPOLL_CTL_DEL && ep->nforeign > 0)
-			ep->nforeign--;
+		else if (ep && op == EPOLL_CTL_DEL && LOAD_RELAXED(&ep->nforeign) > 0)
+			STORE_RELAXED(&ep->nforeign, LOAD_RELAXED(&ep->nforeign) - 1);
 		/* Data that looks like our tags, or an entry that has an alias. */
 		if ((op != EPOLL_CTL_DEL && ev && ep_data_ours(ev->data.u64)) ||
 		    ep_alias_has(ep, fd))

@@ -98,7 +98,9 @@ struct usmc_ep {
 	struct usmc_epreg *again, **again_tail;
 	struct usmc_epreg *watch;	/* not ready, not armed: peeked by every call */
 	int ntranslated;
-	int nforeign;			/* pass-through registrations (approximate) */
+	_Atomic int nforeign;		/* pass-through registrations (approximate;
+					 * written under ep_lock, read by spins
+					 * without it: relaxed atomics) */
 	uint64_t seen_gen;
 	bool nested;			/* watched by another epoll / poll: keep selfev */
 	int selfev;			/* eventfd readable while ready list is non-empty */
@@ -159,7 +161,7 @@ bool ep_harvest_skip(struct usmc_ep *ep, int kt, bool ready);
  * no record whose events the kernel orders, not watched from outside. */
 static inline bool ep_kernel_ours_only(const struct usmc_ep *ep)
 {
-	return !ep->ordered && !ep->nforeign && !ep->nested;
+	return !ep->ordered && !LOAD_RELAXED(&ep->nforeign) && !ep->nested;
 }
 /* epoll_tag.c: the arena of records and aliases; under ep_lock */
 int ep_tags_init(void);

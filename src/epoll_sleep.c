@@ -147,7 +147,7 @@ static bool ep_needs_order(struct usmc_ep *ep)
 {
 	struct usmc_epreg *r;
 
-	if (ep->nested || ep->nforeign)
+	if (ep->nested || LOAD_RELAXED(&ep->nforeign))
 		return true;
 	for (r = ep->regs; r; r = r->ep_next)
 		if (reg_needs_order(r))

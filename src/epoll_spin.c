@@ -79,7 +79,8 @@ int ep_spin(struct usmc_ep *ep, int epfd, struct epoll_event *kev, int room, boo
 		if (*hit)
 			break;	/* no clock read on the way back (wait.c) */
 		now = usmc_now_ns();
-		if (ep->nforeign && now - lastk > EP_KPOLL_NS) {
+		/* Read without ep_lock (a hint; written under it). */
+		if (LOAD_RELAXED(&ep->nforeign) && now - lastk > EP_KPOLL_NS) {
 			lastk = now;
 			k = real.epoll_wait(epfd, kev, room, 0);
 			if (k > 0) {

@@ -24,4 +24,7 @@ void usmc_spawn_finish(struct exec_ctx *c, char **env, bool spawned);
  * descriptors going away means to the other processes (exit.c). */
 void usmc_process_exit(bool settle);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_spawn_after_fork(void);
+
 #endif

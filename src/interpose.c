@@ -8,6 +8,7 @@
  * (libusmc.map).
  */
 #include "accept.h"
+#include "atfork.h"
 #include "conn.h"
 #include "exec.h"
 #include "interpose.h"
@@ -763,32 +764,13 @@ EXPORT pid_t __vfork(void)
 	return usmc_fork(true);
 }
 
-/* Registered before anything of the program's: glibc runs prepare
- * handlers last registered first, so ours runs last, just before the
- * fork, and parent and child handlers in registration order, ours first. */
-static void atfork_prepare(void)
-{
-	usmc_fd_fork_prepare();
-	usmc_family_before_fork();
-}
-
-static void atfork_child(void)
-{
-	usmc_getpid_forget();
-	usmc_fd_after_fork();
-	usmc_family_after_fork();
-	usmc_lgr_after_fork();
-	usmc_epoll_after_fork();
-	usmc_waitset_after_fork();
-	usmc_stats_after_fork();
-}
-
 __attribute__((constructor)) static void usmc_init(void)
 {
 	usmc_options_load();
 	usmc_real_init();
 	usmc_waitset_init();
-	pthread_atfork(atfork_prepare, usmc_fd_fork_parent, atfork_child);
+	/* Before anything of the program's (atfork.c). */
+	pthread_atfork(usmc_atfork_prepare, usmc_fd_fork_parent, usmc_atfork_child);
 	usmc_sandbox_init();
 	if (!usmc_sandboxed())
 		usmc_exec_adopt();

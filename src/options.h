@@ -129,4 +129,7 @@ int usmc_policy_check(uint16_t port, bool *fixed);
 /* Parse "64k", "1M", "4096" into bytes; -EINVAL on junk. */
 int usmc_parse_size(const char *s, long *out);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_ctl_after_fork(void);
+
 #endif

@@ -561,3 +561,10 @@ int usmc_registry_gc(void)
 		return 0;
 	return registry_gc_port(true, 0);
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held reg_lock at the fork. */
+void usmc_registry_after_fork(void)
+{
+	pthread_mutex_init(&reg_lock, NULL);
+}

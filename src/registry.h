@@ -113,4 +113,7 @@ int usmc_registry_repair(void);
 /* Drop records whose listener index is gone or unlocked; returns count. */
 int usmc_registry_gc(void);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_registry_after_fork(void);
+
 #endif

@@ -397,3 +397,10 @@ int usmc_rundir_gc(void)
 	closedir(d);
 	return n;
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held rundir_lock at the fork. */
+void usmc_rundir_after_fork(void)
+{
+	pthread_mutex_init(&rundir_lock, NULL);
+}

@@ -70,4 +70,7 @@ bool usmc_rundir_owner_ok(const struct stat *st);
  * Returns the number of objects removed. */
 int usmc_rundir_gc(void);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_rundir_after_fork(void);
+
 #endif

@@ -314,3 +314,10 @@ void usmc_sandbox_syscall(long nr, long a0, long a1)
 	if (installs_filter_syscall(nr, a0, a1))
 		usmc_sandbox_enter();
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held enter_lock at the fork. */
+void usmc_sandbox_after_fork(void)
+{
+	pthread_mutex_init(&enter_lock, NULL);
+}

@@ -32,4 +32,7 @@ void usmc_sandbox_enter(void);
  * installs a seccomp filter. */
 void usmc_sandbox_syscall(long nr, long a0, long a1);
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_sandbox_after_fork(void);
+
 #endif

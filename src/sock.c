@@ -230,3 +230,10 @@ void usmc_sock_put_last(struct usmc_sock *sk, int fd)
 	sk->sh = NULL;
 	pool_put(sk);
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held pool_lock at the fork. */
+void usmc_sock_pool_after_fork(void)
+{
+	pthread_mutex_init(&pool_lock, NULL);
+}

@@ -568,4 +568,7 @@ static inline uint64_t usmc_rcvlowat(const struct usmc_sock *sk, uint32_t flags)
 	return unlikely(flags & SKF_LOWAT) ? LOAD_RELAXED(&sk->sh->rcvlowat) : 1;
 }
 
+/* Fork child: the module's lock afresh (atfork.c). */
+void usmc_sock_pool_after_fork(void);
+
 #endif

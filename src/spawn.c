@@ -297,3 +297,10 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 {
 	return spawn_run(true, pid, file, fa, attr, argv, envp);
 }
+
+/* Fork child (atfork.c): the only thread now; a parent thread may have
+ * held dups_lock at the fork. */
+void usmc_spawn_after_fork(void)
+{
+	pthread_mutex_init(&dups_lock, NULL);
+}
