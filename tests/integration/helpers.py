@@ -9,8 +9,10 @@ and no inherited LD_PRELOAD.
 
 Acceleration is proved with counters (`usmc stat --json`), never with timing.
 """
+import hashlib
 import json
 import os
+import pwd
 import random
 import re
 import signal
@@ -715,3 +717,33 @@ def write_scripts(directory):
         p.write_text(text)
         paths[name.rsplit(".", 1)[0]] = p
     return paths
+
+
+def user_ids(name):
+    """(uid, gid) of a system user."""
+    pw = pwd.getpwnam(name)
+    return pw.pw_uid, pw.pw_gid
+
+
+def as_user(name, argv):
+    """argv run as user name: its ids, no supplementary groups (setpriv).
+    Servers that will not run as root (squid), or whose children must reach
+    a runtime directory that user owns (dovecot)."""
+    uid, gid = user_ids(name)
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups", *argv]
+
+
+def stat_as_user(name, rundir):
+    """usmc stat --json of a runtime directory user name owns."""
+    r = subprocess.run(as_user(name, [str(USMC), "stat", "--json"]), env=rundir.env(),
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return json.loads(r.stdout)
+
+
+def sha256_file(path):
+    d = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            d.update(block)
+    return d.hexdigest()

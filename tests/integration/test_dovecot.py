@@ -19,11 +19,8 @@ LD_PRELOAD and USMC_RUNDIR (docs/usage.md).  Everything runs as dovenull,
 one user, as a test's processes share one runtime directory.  The client
 (python imaplib, under usmc) logs in, appends a message, fetches it back
 byte for byte and logs out, on several connections one after another."""
-import json
 import os
-import pwd
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -103,21 +100,16 @@ print("OK", flush=True)
 
 
 def dovenull():
-    pw = pwd.getpwnam("dovenull")
-    return pw.pw_uid, pw.pw_gid
+    return h.user_ids("dovenull")
 
 
 def as_dovenull(argv):
-    uid, gid = dovenull()
-    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups", *argv]
+    return h.as_user("dovenull", argv)
 
 
 def stat_as(rundir, uid, gid):
     """usmc stat --json of the runtime directory dovenull owns."""
-    r = subprocess.run(as_dovenull([str(h.USMC), "stat", "--json"]), env=rundir.env(),
-                       capture_output=True, timeout=30)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return json.loads(r.stdout)
+    return h.stat_as_user("dovenull", rundir)
 
 
 @pytest.fixture

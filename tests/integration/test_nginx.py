@@ -76,14 +76,6 @@ def curl(procs, rundir, args, usmc=True, name="curl", timeout=60):
                      usmc=usmc, timeout=timeout)
 
 
-def sha256_file(path):
-    d = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            d.update(block)
-    return d.hexdigest()
-
-
 def parse_wrk(text):
     m = re.search(r"(\d+) requests in", text)
     assert m, text
@@ -97,7 +89,7 @@ def test_nginx_curl_big_file(rundir, procs, tmp_path, www, sendfile):
     out = tmp_path / "big.out"
     curl(procs, rundir, ["-o", out, "http://127.0.0.1:%d/big.bin" % port])
     assert out.stat().st_size == BIG
-    assert sha256_file(out) == www["big_sha"]
+    assert h.sha256_file(out) == www["big_sha"]
     st = rundir.settle(h.accel_pred(1))
     h.assert_accelerated(st, clients=1, diag=server.diag())
     assert st["tx_bytes"] >= BIG
@@ -114,7 +106,7 @@ def test_nginx_keepalive_and_close(rundir, procs, tmp_path, www, sendfile):
     outs = [tmp_path / ("ka%d.out" % i) for i in range(3)]
     curl(procs, rundir, ["-o", outs[0], url, "-o", outs[1], big, "-o", outs[2], url])
     assert outs[0].read_bytes() == www["index"] and outs[2].read_bytes() == www["index"]
-    assert sha256_file(outs[1]) == www["big_sha"]
+    assert h.sha256_file(outs[1]) == www["big_sha"]
     st = rundir.settle(h.accel_pred(1))
     h.assert_accelerated(st, clients=1, diag=server.diag())
 
@@ -282,7 +274,7 @@ def test_nginx_reverse_proxy(rundir, procs, tmp_path, www, buffering):
     curl(procs, rundir, ["-H", "Connection: close", "-o", outs[3], url], name="curl-close")
     assert outs[0].read_bytes() == www["index"] and outs[2].read_bytes() == www["index"]
     assert outs[3].read_bytes() == www["index"]
-    assert sha256_file(outs[1]) == www["big_sha"]
+    assert h.sha256_file(outs[1]) == www["big_sha"]
     # curl twice, and at least one upstream connection of the proxy.
     st = rundir.settle(h.accel_pred(3))
     h.assert_accelerated(st, min_clients=3, diag=server.diag())

@@ -34,9 +34,7 @@ started by a non-root user ignores cache_effective_user.
 Squid's own files: each run has its own service name (-n: the IPC sockets
 in /run/squid and /dev/shm segments), removed at the end."""
 import hashlib
-import json
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -212,29 +210,16 @@ print("new connection:", get(s2), flush=True)
 
 
 def proxy_user():
-    pw = pwd.getpwnam("proxy")
-    return pw.pw_uid, pw.pw_gid
+    return h.user_ids("proxy")
 
 
 def as_proxy(argv):
-    uid, gid = proxy_user()
-    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups", *argv]
+    return h.as_user("proxy", argv)
 
 
 def stat_as(rundir):
     """usmc stat --json of the runtime directory proxy owns."""
-    r = subprocess.run(as_proxy([str(h.USMC), "stat", "--json"]), env=rundir.env(),
-                       capture_output=True, timeout=30)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return json.loads(r.stdout)
-
-
-def sha256_file(path):
-    d = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            d.update(block)
-    return d.hexdigest()
+    return h.stat_as_user("proxy", rundir)
 
 
 class Site:
@@ -242,8 +227,8 @@ class Site:
         self.root, self.rundir = root, rundir
         self.uid, self.gid = proxy_user()
         self.services = []
-        self.sha = {name: sha256_file(root / "www" / name) for name in FILES}
-        self.post_sha = sha256_file(root / "post.bin")
+        self.sha = {name: h.sha256_file(root / "www" / name) for name in FILES}
+        self.post_sha = h.sha256_file(root / "post.bin")
 
     def service(self, tag):
         """A squid service name (-n) of its own: names the IPC sockets in
@@ -361,18 +346,24 @@ def squid_errors(site, tag):
     return [l for l in squid_log(site, tag).splitlines() if any(b in l for b in bad)]
 
 
+def procs_cmdline():
+    """(pid, /proc/PID, argv as bytes) of every process that still runs."""
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                yield int(d.name), d, (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+
+
 def kids(pid):
     """(pid, command line) of pid's children."""
     out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    for p, d, argv in procs_cmdline():
         try:
             st = (d / "stat").read_text()
-            ppid = int(st[st.rfind(")") + 2:].split()[1])
-            if ppid == pid:
-                out.append((int(d.name), (d / "cmdline").read_bytes().replace(b"\0", b" ")
-                            .decode(errors="replace").strip()))
+            if int(st[st.rfind(")") + 2:].split()[1]) == pid:
+                out.append((p, b" ".join(argv).decode(errors="replace").strip()))
         except (OSError, ValueError, IndexError):
             continue
     return sorted(out)
@@ -380,17 +371,7 @@ def kids(pid):
 
 def service_procs(svc):
     """Processes whose command line names squid service svc."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if svc.encode() in cmd:
-            out.append(int(d.name))
-    return out
+    return [p for p, _, argv in procs_cmdline() if svc.encode() in argv]
 
 
 def listener_holders(pids, port):
@@ -452,7 +433,7 @@ def requests(procs, site, usmc, tag, pport, lport, closed):
         for i, n in enumerate(names):
             # (curl creates no file for an empty body)
             b = out / ("%s-%d.b" % (key, i))
-            sha = sha256_file(b) if b.exists() else hashlib.sha256(b"").hexdigest()
+            sha = h.sha256_file(b) if b.exists() else hashlib.sha256(b"").hexdigest()
             if n in FILES:
                 assert sha == site.sha[n], (key, i, n, res[key])
             res["%s-%d-sha" % (key, i)] = sha
@@ -490,7 +471,7 @@ def concurrent(procs, site, usmc, tag, pport, lport, n=50):
     res = []
 
     def sha(path):
-        return sha256_file(path) if path.exists() else hashlib.sha256(b"").hexdigest()
+        return h.sha256_file(path) if path.exists() else hashlib.sha256(b"").hexdigest()
     for i, a, b, p in started:
         rc = p.wait(60)
         ok = [sha(out / ("%d-a" % i)) == site.sha[a], sha(out / ("%d-b" % i)) == site.sha[b]]
@@ -524,7 +505,7 @@ def everything(procs, site, usmc, tag, pport, lport, eport):
     res["proxytunnel"] = curl(procs, site, usmc, "tunnel",
                               ["-p", "-x", "http://127.0.0.1:%d" % pport, "-w", W, "-o", out,
                                "http://127.0.0.1:%d/m5.bin" % lport])
-    res["proxytunnel-sha"] = sha256_file(out) == site.sha["m5.bin"]
+    res["proxytunnel-sha"] = h.sha256_file(out) == site.sha["m5.bin"]
     return res
 
 
