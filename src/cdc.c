@@ -81,7 +81,11 @@ uint64_t usmc_rung_since(struct usmc_sock *sk, int what, const uint32_t seq[3])
 }
 
 /* Our own line: only ever forward (two rings of one family may race);
- * the time first, so that whoever sees the count sees when. */
+ * the time first, so that whoever sees the count sees when.  seq_cst,
+ * as kick_ring's loads after it: the count a kick answered comes before
+ * its look at the sleepers in the single total order, so that a sleeper
+ * it did not see finds the answer after its own fence (epoll_ready.c
+ * ep_arm_all_pending: an arm answered while the instance was awake). */
 static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t v)
 {
 	uint32_t cur = LOAD_RELAXED(word);
@@ -90,7 +94,7 @@ static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t 
 	STORE_RELAXED(ns, usmc_now_ns());
 	CDC_MIRROR(ns);
 	for (i = 0; i < 8 && (int32_t)(v - cur) > 0; i++)
-		if (atomic_compare_exchange_weak_explicit(word, &cur, v, memory_order_release,
+		if (atomic_compare_exchange_weak_explicit(word, &cur, v, memory_order_seq_cst,
 							  memory_order_relaxed)) {
 			CDC_MIRROR(word);
 			return;
@@ -98,12 +102,15 @@ static void rung_publish(_Atomic uint32_t *word, _Atomic uint64_t *ns, uint32_t 
 }
 
 /* After a kick's fence: does a waiter of the peer sleep where only our
- * ring wakes it?  waiting: the peer's word in the line that holds its arm. */
+ * ring wakes it?  waiting: the peer's word in the line that holds its arm.
+ * seq_cst loads, after rung_publish's seq_cst store: an epoll arm outlives
+ * the sleep it was made for, so the kick's fence alone orders the arm we
+ * answer, not our answer, against a later sleep's count and look. */
 static void kick_ring(struct usmc_sock *sk, _Atomic uint32_t *waiting)
 {
 	int peer = usmc_lgr_side(sk->lgr) ^ 1;
 
-	if (LOAD_RELAXED(waiting) || LOAD_RELAXED(usmc_lgr_sleepers(sk->lgr, peer))) {
+	if (atomic_load(waiting) || atomic_load(usmc_lgr_sleepers(sk->lgr, peer))) {
 		sk->lgr->dev->signal(sk->lgr, sk->bell_peer);
 		STAT_INC(doorbells);
 	} else {

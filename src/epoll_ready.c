@@ -205,9 +205,24 @@ bool ep_arm_all_pending(struct usmc_ep *ep, bool *pending)
 		/* Armed already, no doorbell seen since: news since then rang
 		 * it, and the kernel tells in which order. */
 		if (r->armed) {
-			if (pending && !*pending && ep_reg_wants_look(r))
-				*pending = true;
-			continue;
+			if (ep_reg_wants_look(r)) {
+				if (pending)
+					*pending = true;
+				continue;
+			}
+			/* But an arm is answered once (cdc.c: the peer rings
+			 * again only for a newer one), and a kick may answer it
+			 * with nothing for us to report (the server's accept,
+			 * a space kick to a reader), spared while we were
+			 * awake between two sleeps, after this call's
+			 * ep_spared_scan: slept on, the record would wait for a
+			 * ring that never comes.  A spent arm is made anew
+			 * below.  After our count's fence (ep_sleep_enter):
+			 * a kick that found us not counted published what it
+			 * answered before it looked (cdc.c kick_ring). */
+			if (!usmc_rung_since(r->sk, r->arm_what, r->arm_seq))
+				continue;
+			r->armed = false;
 		}
 		/* Going to sleep: a ring of ours that grew gives back what it
 		 * no longer holds (tx_backing.c). */
