@@ -8,9 +8,11 @@
  * Arm/kick protocol (pairs of full fences):
  *   waiter: sleepers++; armed++; fence; re-check; sleep; sleepers--
  *   kicker: publish cursor; fence;
- *           if (armed != rung) { rung = armed; if (sleepers) ring }
+ *           if (armed != rung) { rung = armed; (seq_cst) if (sleepers) ring }
  * An arm outlives the sleep it was made for (epoll keeps records armed
- * across calls), so the kicker rings only while a waiter of the other side
+ * across calls: its re-check after sleepers++ also asks whether a kick
+ * answered an arm made before, and arms anew if so, epoll_ready.c
+ * ep_arm_all_pending), so the kicker rings only while a waiter of the other side
  * sleeps where only a ring wakes it: one blocked on this connection
  * (usmc_wait, poll: the waiting word of the line that holds the arm) or an
  * epoll instance on the link group (its side's word, lgr.h).  Either the
