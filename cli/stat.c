@@ -44,8 +44,10 @@ static const char *mode_name(int m)
 
 bool stat_conn_live(const struct usmc_stats_file *f, const struct usmc_stats_conn *c)
 {
-	return LOAD_ACQUIRE(&c->state) == 1 && c->proc < USMC_STATS_PROCS &&
-	       LOAD_ACQUIRE(&f->procs[c->proc].state) == 1;
+	uint16_t proc = LOAD_RELAXED(&c->proc);
+
+	return LOAD_ACQUIRE(&c->state) == 1 && proc < USMC_STATS_PROCS &&
+	       LOAD_ACQUIRE(&f->procs[proc].state) == 1;
 }
 
 /* One direction of a connection's ring as this end sees it. */

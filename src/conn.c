@@ -33,8 +33,8 @@ void usmc_conn_stats_open(struct usmc_sock *sk, int fd)
 	STORE_RELAXED(&st->reason, (uint8_t)LOAD_RELAXED(&sk->sh->reason));
 	STORE_RELEASE(&st->state, 1);
 	sk->st = st;
-	sk->st_start = st->start_ns;
-	STORE_RELAXED(&sk->sh->st_start, st->start_ns);
+	sk->st_start = LOAD_RELAXED(&st->start_ns);
+	STORE_RELAXED(&sk->sh->st_start, sk->st_start);
 	STORE_RELEASE(&sk->sh->st_idx, usmc_stats_conn_index(st) + 1);
 }
 

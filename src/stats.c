@@ -203,7 +203,7 @@ static void fold_slot(struct usmc_stats_file *f, int i)
 	for (c = 0; LOAD_ACQUIRE(&p->nconns) && c < USMC_STATS_CONNS; c++) {
 		struct usmc_stats_conn *e = &f->conns[c];
 
-		if (LOAD_ACQUIRE(&e->state) == 1 && e->proc == i)
+		if (LOAD_ACQUIRE(&e->state) == 1 && LOAD_RELAXED(&e->proc) == i)
 			STORE_RELEASE(&e->state, 0);
 	}
 	STORE_RELAXED(&p->nconns, 0);
@@ -422,9 +422,9 @@ struct usmc_stats_conn *usmc_stats_conn_alloc(void)
 			continue;
 		/* state 2: being filled; the caller publishes it with state 1 */
 		atomic_fetch_add(&f->procs[my_slot].nconns, 1);
-		e->proc = (uint16_t)my_slot;
+		STORE_RELAXED(&e->proc, (uint16_t)my_slot);
 		e->pid = (uint32_t)usmc_getpid();
-		e->start_ns = realtime_ns();
+		STORE_RELAXED(&e->start_ns, realtime_ns());
 		STORE_RELAXED(&e->tx_bytes, 0);
 		STORE_RELAXED(&e->rx_bytes, 0);
 		STORE_RELAXED(&e->abort, 0);
@@ -438,10 +438,16 @@ void usmc_stats_conn_free(struct usmc_stats_conn *c, uint64_t start)
 {
 	struct usmc_stats_file *f = stats_file;
 
-	/* Released once: folding the owner's slot may have done it. */
-	if (c && c->start_ns == start && atomic_exchange(&c->state, 0) && f &&
-	    c->proc < USMC_STATS_PROCS) {
-		atomic_fetch_sub(&f->procs[c->proc].nconns, 1);
+	uint16_t proc;
+
+	/* Released once: folding the owner's slot may have done it, and the
+	 * slot may be another connection's already (its alloc writes proc
+	 * and start_ns: read before our exchange frees it, relaxed). */
+	if (!c || LOAD_RELAXED(&c->start_ns) != start)
+		return;
+	proc = LOAD_RELAXED(&c->proc);
+	if (atomic_exchange(&c->state, 0) && f && proc < USMC_STATS_PROCS) {
+		atomic_fetch_sub(&f->procs[proc].nconns, 1);
 		if (c >= f->conns && c < f->conns + USMC_STATS_CONNS)
 			STORE_RELAXED(&conn_hint, (unsigned int)(c - f->conns));
 	}

@@ -94,7 +94,7 @@ enum usmc_conn_mode {
 
 struct usmc_stats_conn {
 	_Atomic uint32_t state;		/* 0 free, 1 live */
-	uint16_t proc;			/* owning process slot */
+	_Atomic uint16_t proc;		/* owning process slot */
 	uint8_t role;			/* 'C' client, 'S' server */
 	_Atomic uint8_t mode;		/* enum usmc_conn_mode */
 	_Atomic uint8_t reason;		/* enum usmc_reason when mode is TCP */
@@ -106,7 +106,8 @@ struct usmc_stats_conn {
 	uint32_t slot;			/* link group slot */
 	uint32_t ring_size;		/* bytes per direction */
 	uint64_t lgr_id;
-	uint64_t start_ns;		/* CLOCK_REALTIME */
+	_Atomic uint64_t start_ns;	/* CLOCK_REALTIME; with proc, read by a
+					 * free that may race the slot's next alloc */
 	struct usmc_addr local, peer;
 	_Atomic uint64_t tx_bytes, rx_bytes;
 } __cacheline;
