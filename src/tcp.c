@@ -12,6 +12,7 @@
  * ring's bytes then go out through migrate.c's pump).
  */
 #include "clc_proof.h"
+#include "close.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "log.h"
@@ -546,6 +547,11 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	pthread_mutex_lock(&sk->lock);
 	usmc_sock_set_tcp(sk, reason);
 	pthread_mutex_unlock(&sk->lock);
+	/* A shutdown(SHUT_WR) before or during the move was our ring's FIN
+	 * only: it follows the bytes on TCP (close.c usmc_conn_fin_to_tcp;
+	 * the fence pairs with the one in usmc_sock_shutdown). */
+	atomic_thread_fence(memory_order_seq_cst);
+	usmc_conn_fin_to_tcp(sk, fd);
 	usmc_family_unlock(&sk->sh->move_lock);
 	usmc_dbg(1, "fd %d: moved to TCP (%s)", fd, usmc_reason_name(reason));
 	return 0;

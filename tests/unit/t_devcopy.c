@@ -12,6 +12,12 @@
  *               (device_unshared here, peer_moved_to_tcp at the server),
  *               and the child's bytes and then the parent's arrive, in
  *               order, whole.
+ *   shut_fork   the client shuts its side down (shutdown(SHUT_WR): the FIN
+ *               only in its ring while on shared memory), then forks
+ *               before the server looked: the connection moves to TCP,
+ *               and the FIN must follow the ring's bytes there (before:
+ *               the move sent the bytes, never the FIN, and the server,
+ *               gone to TCP after it, waited for EOF forever).
  *   peer_closed a connection whose peer closed stays as it is at a fork
  *               (nothing of ours can reach the peer again): the parent's
  *               and the child's writes fail with EPIPE, as TCP's after
@@ -158,6 +164,67 @@ static void check_fork(void)
 	t_wait_child(srv, "server");
 	t_assert(t_fallbacks("device_unshared") == moved + 1, "device_unshared %lld -> %lld",
 		 moved, t_fallbacks("device_unshared"));
+	t_smc_pairs++;
+}
+
+/* A server in its own process: waits for the go on sync, then must read
+ * "abc" and EOF within a bound (poll, not a hang), answers "ok". */
+static pid_t start_shut_reader(int lfd, int sync)
+{
+	pid_t pid = t_fork_helper();
+
+	if (pid == 0) {
+		struct pollfd p = { .events = POLLIN };
+		char b[4];
+		ssize_t n;
+		int got = 0;
+
+		p.fd = t_accept(lfd);
+		t_sync_wait(sync);
+		for (;;) {
+			t_assert(poll(&p, 1, 5000) == 1, "no EOF 5 s after the client's "
+				 "shutdown(SHUT_WR) and fork (%d bytes read)", got);
+			n = read(p.fd, b + got, sizeof(b) - (size_t)got);
+			t_assert(n >= 0, "read: %s", t_errname(errno));
+			if (!n)
+				break;
+			got += (int)n;
+		}
+		t_assert(got == 3 && !memcmp(b, "abc", 3), "%d bytes before EOF", got);
+		t_write_all(p.fd, "ok", 2);
+		expect_state(p.fd, "TCP", "peer_moved_to_tcp");
+		close(p.fd);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void check_shut_fork(void)
+{
+	uint16_t port;
+	int lfd = t_listen(&port), sv[2], c;
+	pid_t srv, kid;
+	char ok[3];
+
+	t_sync_pair(sv);
+	srv = start_shut_reader(lfd, sv[1]);
+	close(lfd);
+	close(sv[1]);
+	c = t_connect(port);
+	t_write_all(c, "abc", 3);
+	t_ok(shutdown(c, SHUT_WR));
+	kid = t_fork_helper();
+	if (kid == 0)
+		_exit(0);
+	t_wait_child(kid, "child");
+	expect_state(c, "TCP", "device_unshared");
+	t_sync_post(sv[0]);
+	t_read_all(c, ok, 2);
+	t_assert(!memcmp(ok, "ok", 2), "the server's answer");
+	t_assert(read(c, ok, 1) == 0, "no EOF after the server's answer");
+	close(c);
+	close(sv[0]);
+	t_wait_child(srv, "server");
 	t_smc_pairs++;
 }
 
@@ -469,6 +536,7 @@ static void check_two_sleepers(void)
 static const struct t_check checks[] = {
 	{ "stream", check_stream },
 	{ "fork", check_fork },
+	{ "shut_fork", check_shut_fork },
 	{ "peer_closed", check_peer_closed },
 	{ "scm", check_scm },
 	{ "vfork_exec", check_vfork_exec },
