@@ -19,7 +19,7 @@ import time
 import pytest
 
 from . import helpers as h
-from .test_nginx import curl, parse_wrk, sha256_file, start_nginx
+from .test_nginx import curl, parse_wrk, start_nginx
 
 pytestmark = pytest.mark.skipif(not shutil.which("varnishd"), reason="varnishd not installed")
 
@@ -77,7 +77,7 @@ def test_varnish_wrk_and_curl(rundir, procs, tmp_path, site, usmc):
     for i in range(3):
         out = tmp_path / ("big%d.out" % i)
         curl(procs, rundir, ["-o", out, url + "big.bin"], usmc=usmc, name="curl%d" % i)
-        assert sha256_file(out) == site["big_sha"]
+        assert h.sha256_file(out) == site["big_sha"]
     out = tmp_path / "index.out"
     curl(procs, rundir, ["-o", out, url + "index.html"], usmc=usmc, name="curl-index")
     assert out.read_bytes() == site["index"]
@@ -137,7 +137,7 @@ def test_varnish_child_restart(rundir, procs, tmp_path, site, usmc):
         out = tmp_path / ("after%d.out" % i)
         curl(procs, rundir, ["-o", out, url + name], usmc=usmc, name="curl-after%d" % i)
         if name == "big.bin":
-            assert sha256_file(out) == site["big_sha"]
+            assert h.sha256_file(out) == site["big_sha"]
         else:
             assert out.read_bytes() == site["index"]
     assert varnish.alive(), varnish.diag()
