@@ -44,8 +44,10 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "real.h"
+#include "sandbox.h"
 #include "sock.h"
 #include "sys.h"
 
@@ -234,11 +236,34 @@ static int diag_ask(int s, const struct usmc_addr *src, const struct usmc_addr *
  * use: sharing one would mix the two processes' answers.
  * A thread that finds it in use (or a signal handler that interrupted its
  * user) takes a socket of its own for the one request.
+ *
+ * The child's copy of diag_fd is only a number: fork() copies the
+ * descriptor table before the memory, and a parent thread that opened the
+ * socket in between leaves the child a diag_fd it has no descriptor for.
+ * The child soon has a file of its own there (a link group's, moved to
+ * the same lowest free number above usmc_ifd_base): closing "the parent's
+ * copy" by number closed that one (its connections then fell back,
+ * out_of_memory).  So the child closes the number only while it still
+ * names the very socket the parent opened (diag_dev, diag_ino).
  */
 static int diag_fd = -1;
 static pid_t diag_pid;
+static dev_t diag_dev;		/* diag_fd's socket, for a fork child's check */
+static ino_t diag_ino;
 static bool diag_shed;		/* the application needed its number (shed.c) */
 static pthread_mutex_t diag_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork child's diag_fd (see above): its copy of the parent's socket is
+ * closed; a number that names anything else is not ours to close. */
+static void diag_drop_inherited(void)
+{
+	struct stat st;
+
+	if (diag_fd >= 0 && !fstat(diag_fd, &st) && st.st_dev == diag_dev &&
+	    st.st_ino == diag_ino)
+		usmc_ifd_close(diag_fd);
+	diag_fd = -1;
+}
 
 /* A socket for one request: the process's, held under diag_lock until
  * diag_put() (*held), or one of the caller's own. */
@@ -254,17 +279,27 @@ static int diag_get(bool *held)
 		return usmc_nl_open(NETLINK_SOCK_DIAG);
 	}
 	if (diag_fd < 0 || diag_pid != usmc_getpid()) {
-		if (diag_fd >= 0)
-			usmc_ifd_close(diag_fd);	/* our copy of a parent's */
-		diag_fd = -1;
+		struct stat st;
+
+		diag_drop_inherited();	/* a fork that bypassed our handlers */
 		s = usmc_nl_open(NETLINK_SOCK_DIAG);
 		if (s < 0) {
 			pthread_mutex_unlock(&diag_lock);
 			return s;
 		}
 		usmc_ifd_mark(s);
-		diag_fd = usmc_ifd_move_high(s, false);
+		s = usmc_ifd_move_high(s, false);
+		if (fstat(s, &st)) {
+			int rc = -errno;
+
+			usmc_ifd_close(s);
+			pthread_mutex_unlock(&diag_lock);
+			return rc;
+		}
+		diag_dev = st.st_dev;
+		diag_ino = st.st_ino;
 		diag_pid = usmc_getpid();
+		diag_fd = s;
 	}
 	*held = true;
 	return diag_fd;
@@ -380,4 +415,9 @@ int usmc_bind_conn_held(const struct usmc_addr *src, const struct usmc_addr *dst
 void usmc_bind_after_fork(void)
 {
 	pthread_mutex_init(&diag_lock, NULL);
+	/* Before the child opens anything of its own (see diag_fd); under a
+	 * seccomp filter no system call of ours (sandbox.c): the copy stays,
+	 * unused. */
+	if (!usmc_sandboxed())
+		diag_drop_inherited();
 }

@@ -121,14 +121,17 @@ COPY_SKIP = {
     # counts against the budget but does not size link groups for.
     "t_aslimit": ["budget", "server_limited", "server_limited_late"],
 }
-# KNOWN BUGS, in every build: checks that still fail now and then, kept out
-# of the suite until fixed (docs/design.md Limits), run by hand with
-# `build/tests/PROG CHECK`.  fork_during: threads churning connections while
-# another thread forks: about 1 run in 10 a connection falls back to TCP
-# (out_of_memory), the TSan build once passed its deadline, and on the copy
-# device an echo written around the fork was lost once in 10.
+# Checks kept out of some builds, by build: run by hand with
+# `build/BUILD/tests/PROG CHECK`.  fork_during (threads churning connections
+# while another thread forks):
+#   tsan: ThreadSanitizer's own allocator lock, held by a parent thread at
+#   the fork, stays locked in the child (GCC 12's runtime; usmc's calloc in
+#   the child waits for ever: gdb stacks in __sanitizer::Mutex::Lock);
+#   copy: KNOWN BUG, an echo written around a fork that moves the
+#   connection to TCP was lost once in ten runs on a loaded machine
+#   (docs/design.md Limits).
 KNOWN_BUGS = {
-    "t_epoll_threads": ["fork_during"],
+    "t_epoll_threads": {"fork_during": ("tsan", "copy")},
 }
 # Whole programs about connections split between processes by fork.
 COPY_SKIP_PROGRAMS = {
@@ -228,9 +231,9 @@ def run_program(build, prog, args=(), extra_env=None):
                 pytest.skip(f"copy/{prog}: {COPY_SKIP_PROGRAMS[prog]}")
             env["USMC_T_UNSHARED"] = "1"
             env["USMC_T_SKIP"] = ",".join(COPY_SKIP.get(prog, ()))
-        if prog in KNOWN_BUGS:
-            env["USMC_T_SKIP"] = ",".join(filter(None, [env.get("USMC_T_SKIP", "")] +
-                                                 KNOWN_BUGS[prog]))
+        skip = [c for c, builds in KNOWN_BUGS.get(prog, {}).items() if build in builds]
+        if skip:
+            env["USMC_T_SKIP"] = ",".join(filter(None, [env.get("USMC_T_SKIP", "")] + skip))
         cmd = ["timeout", "-k", "5", str(LIMIT[build]), "env", f"LD_PRELOAD={_preload(build)}",
                str(BUILDS[build] / "tests" / prog), *args]
         # Own session: whatever the program leaves behind is killed with it.
