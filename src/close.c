@@ -26,25 +26,6 @@
 #include "tcp.h"
 
 
-/*
- * On shared memory shutdown(SHUT_WR) is CDC_F_DONE in our ring only; a
- * connection that then leaves (usmc_conn_to_tcp: a fork or exec on a
- * device that cannot share it) is read by the peer on TCP, so the
- * kernel's FIN must follow the last of the ring's bytes moved there,
- * never come before them, and go exactly once (SKF_TCP_SHUT).  The mover
- * passes it on after its mode is TCP, and a shutdown that raced with the
- * move does once it sees TCP: Dekker (our mode, a full fence, the flag;
- * the flag, a full fence, the mode), so one of them always does.  Before,
- * the move sent the bytes and never the FIN: the peer, gone to TCP after
- * us, waited for EOF forever (t_epoll_threads fork_during, t_devcopy
- * shut_fork).
- */
-void usmc_conn_fin_to_tcp(struct usmc_sock *sk, int fd)
-{
-	if (sk_flag(sk, SKF_SHUT_WR) && !sk_flag(sk, SKF_ABORTED) &&
-	    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT))
-		real.shutdown(fd, SHUT_WR);
-}
 
 /*
  * shutdown(SHUT_WR) while our ring's bytes are still moving to TCP: the

@@ -9,8 +9,6 @@ struct usmc_sock;
 struct usmc_sock_ops;
 
 int usmc_sock_shutdown(struct usmc_sock *sk, int fd, int how);
-/* Moved to TCP (its bytes all sent): our ring's FIN there too, once. */
-void usmc_conn_fin_to_tcp(struct usmc_sock *sk, int fd);
 /* Every socket usmc makes releases through these (sock.h). */
 extern const struct usmc_sock_ops usmc_sock_ops;
 /* The family's last descriptor of a connection is gone. */

@@ -12,7 +12,6 @@
  * ring's bytes then go out through migrate.c's pump).
  */
 #include "clc_proof.h"
-#include "close.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "log.h"
@@ -454,6 +453,26 @@ static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t 
 }
 
 /*
+ * On shared memory shutdown(SHUT_WR) is CDC_F_DONE in our ring only; a
+ * connection that then leaves (usmc_conn_to_tcp: a fork or exec on a
+ * device that cannot share it) is read by the peer on TCP, so the
+ * kernel's FIN must follow the last of the ring's bytes moved there,
+ * never come before them, and go exactly once (SKF_TCP_SHUT).  The mover
+ * passes it on after its mode is TCP, and a shutdown that raced with the
+ * move does once it sees TCP: Dekker (our mode, a full fence, the flag;
+ * the flag, a full fence, the mode), so one of them always does.  Before,
+ * the move sent the bytes and never the FIN: the peer, gone to TCP after
+ * us, waited for EOF forever (t_epoll_threads fork_during, t_devcopy
+ * shut_fork).
+ */
+void usmc_conn_fin_to_tcp(struct usmc_sock *sk, int fd)
+{
+	if (sk_flag(sk, SKF_SHUT_WR) && !sk_flag(sk, SKF_ABORTED) &&
+	    !(atomic_fetch_or(&sk->sh->flags, SKF_TCP_SHUT) & SKF_TCP_SHUT))
+		real.shutdown(fd, SHUT_WR);
+}
+
+/*
  * We leave shared memory (exec without libusmc, or an option SMC cannot
  * honour).  What the peer sent and we did not read, it sends again on TCP;
  * what we sent beyond its cons as we load it after our flag, we send on
@@ -548,7 +567,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	usmc_sock_set_tcp(sk, reason);
 	pthread_mutex_unlock(&sk->lock);
 	/* A shutdown(SHUT_WR) before or during the move was our ring's FIN
-	 * only: it follows the bytes on TCP (close.c usmc_conn_fin_to_tcp;
+	 * only: it follows the bytes on TCP (usmc_conn_fin_to_tcp above;
 	 * the fence pairs with the one in usmc_sock_shutdown). */
 	atomic_thread_fence(memory_order_seq_cst);
 	usmc_conn_fin_to_tcp(sk, fd);

@@ -50,4 +50,8 @@ void usmc_migrate_on_close(struct usmc_sock *sk, int fd);
 /* We leave shared memory now, for reason (the peer follows). */
 int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason);
 
+/* Moved to TCP (its bytes all sent): our ring's FIN there too, once
+ * (close.c's shutdown, or the move itself). */
+void usmc_conn_fin_to_tcp(struct usmc_sock *sk, int fd);
+
 #endif
