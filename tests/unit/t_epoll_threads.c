@@ -45,6 +45,7 @@
  * Sizes: T_ITERS (connections per churn thread), T_ROUNDS (cross_close),
  * T_FORKS (fork_during).
  */
+#include "t_echo.h"
 #include "t_util.h"
 
 #include <pthread.h>
@@ -73,8 +74,6 @@
 #define NCHURN		6
 #define NCHURN_FORK	4
 #define DATA_CHURN	0x4348000000000000ULL	/* "CH": thread << 32 | iteration */
-#define ECHO_LISTEN	(1ULL << 40)
-#define ECHO_CTL	(2ULL << 40)
 
 static const char *cur_check = "?";
 /* fork_during: 2k + 1 while child k lives, 2k + 2 after (messages). */
@@ -97,126 +96,6 @@ static void deadline(const char *check, unsigned int secs)
 	cur_check = check;
 	signal(SIGALRM, on_alarm);
 	alarm(secs);
-}
-
-static void ep_ctl(int ep, int op, int fd, uint32_t events, uint64_t data)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = data };
-
-	if (epoll_ctl(ep, op, fd, &ev))
-		t_fail("epoll_ctl(%d, op %d, fd %d, events %#x): %s", ep, op, fd, events,
-		       strerror(errno));
-}
-
-/* ---- the echo server (a forked process) --------------------------------- */
-
-struct echo {
-	pid_t pid;
-	int ctl;
-	uint16_t port;
-};
-
-static void echo_conn(int fd)
-{
-	char buf[4096];
-
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-
-		if (n > 0) {
-			t_write_all(fd, buf, (size_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n < 0 && errno != ECONNRESET)
-			t_fail("echo: read(%d): %s", fd, strerror(errno));
-		close(fd);	/* EOF (or reset): its entry goes with it */
-		return;
-	}
-}
-
-static __attribute__((noreturn)) void echo_serve(int lfd, int ctl)
-{
-	struct epoll_event ev[64];
-	int ep = t_ok(epoll_create1(EPOLL_CLOEXEC)), n, i;
-	long accepted = 0;
-
-	t_set_nonblock(lfd, true);
-	ep_ctl(ep, EPOLL_CTL_ADD, lfd, EPOLLIN, ECHO_LISTEN);
-	ep_ctl(ep, EPOLL_CTL_ADD, ctl, EPOLLIN, ECHO_CTL);
-	for (;;) {
-		n = epoll_wait(ep, ev, (int)ARRAY_LEN(ev), -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			t_fail("echo: epoll_wait: %s", strerror(errno));
-		for (i = 0; i < n; i++) {
-			uint64_t d = ev[i].data.u64;
-
-			if (d == ECHO_LISTEN) {
-				for (;;) {
-					int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-					if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
-						continue;
-					if (fd < 0 && errno == EAGAIN)
-						break;
-					if (fd < 0)
-						t_fail("echo: accept: %s", strerror(errno));
-					accepted++;
-					ep_ctl(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP,
-					       (uint64_t)fd);
-				}
-			} else if (d == ECHO_CTL) {
-				t_sync_wait(ctl);
-				t_sync_send(ctl, &accepted, sizeof(accepted));
-				_exit(0);
-			} else if (d < ECHO_LISTEN) {
-				echo_conn((int)d);
-			} else {
-				t_fail("echo: event %#x with data %#llx", ev[i].events,
-				       (unsigned long long)d);
-			}
-		}
-	}
-}
-
-static void echo_start(struct echo *e)
-{
-	int sv[2];
-
-	t_sync_pair(sv);
-	e->pid = t_fork_helper();
-	if (e->pid == 0) {
-		uint16_t port;
-		int lfd;
-
-		close(sv[0]);
-		lfd = t_listen(&port);
-		t_sync_send(sv[1], &port, sizeof(port));
-		echo_serve(lfd, sv[1]);
-	}
-	close(sv[1]);
-	e->ctl = sv[0];
-	if (!t_sync_recv(e->ctl, &e->port, sizeof(e->port)))
-		t_fail("echo server died before listening");
-}
-
-/* Stop it; it must have accepted exactly conns connections. */
-static void echo_stop(struct echo *e, long conns)
-{
-	long accepted = -1;
-
-	t_sync_post(e->ctl);
-	if (!t_sync_recv(e->ctl, &accepted, sizeof(accepted)))
-		t_fail("echo server went away");
-	t_wait_child(e->pid, "echo server");
-	close(e->ctl);
-	if (accepted != conns)
-		t_fail("echo server accepted %ld connections, %ld were made", accepted, conns);
 }
 
 /* ---- one connection through epoll ----------------------------------------- */
