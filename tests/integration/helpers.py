@@ -747,3 +747,25 @@ def sha256_file(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             d.update(block)
     return d.hexdigest()
+
+
+def kill_daemon(pid, pidfile):
+    """SIGCONT and SIGKILL a daemonized server (its pid, else its pidfile's)."""
+    if pid is None:
+        try:
+            pid = int(Path(pidfile).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.02)

@@ -501,18 +501,6 @@ def test_slapd_timeouts_and_raw_clients(rundir, procs, tmp_path):
     assert accel == plain
 
 
-def kill_pidfile(pidfile):
-    try:
-        pid = int(Path(pidfile).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    for sig in (signal.SIGCONT, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-
-
 @pytest.mark.timeout(120, method="signal")
 def test_slapd_daemonized_and_stopped(rundir, procs, tmp_path):
     """slapd without -d: it binds, forks and the parent exits; the child's
@@ -543,7 +531,7 @@ def test_slapd_daemonized_and_stopped(rundir, procs, tmp_path):
             os.kill(pid, signal.SIGCONT)
             out["late"] = (late.wait(20), late.text())
         finally:
-            kill_pidfile(d / "slapd.pid")
+            h.kill_daemon(None, d / "slapd.pid")
         if usmc:
             st = rundir.settle(h.accel_pred(3))
             h.assert_accelerated(st, clients=3)

@@ -28,7 +28,6 @@ import re
 import shutil
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -674,7 +673,7 @@ def test_unbound_lifecycle(rundir, procs, tmp_path, client):
             late.wait(20)
             out.append(late.text())
         finally:
-            kill_daemon(pid, d / "daemon.pid")
+            h.kill_daemon(pid, d / "daemon.pid")
         if usmc:
             # kdig 3, pipe 4, the held connection 1, the victim 2, pipe 4,
             # the late kdig 1.
@@ -688,25 +687,3 @@ def test_unbound_lifecycle(rundir, procs, tmp_path, client):
     assert plain[3].startswith("after: EOF after 0 bytes"), plain[3]
     assert "10.0.0.3" in plain[4] and "errors []" in plain[5] and plain[6] == "10.0.0.7\n", plain
     assert accel == plain
-
-
-def kill_daemon(pid, pidfile):
-    """SIGCONT and SIGKILL a daemonized server (its pid, else its pidfile's)."""
-    if pid is None:
-        try:
-            pid = int(Path(pidfile).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return
-    for sig in (signal.SIGCONT, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            if Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return
-        except (OSError, IndexError):
-            return
-        time.sleep(0.02)
