@@ -334,8 +334,8 @@ static int sock_type(int fd)
 
 /*
  * The socket bound at the UNIX path a datagram goes to (sendmsg with a
- * msg_name on an unconnected socket: squid's coordinator hands each SMP
- * worker the listening socket so), by the identity of the path's file; 0
+ * msg_name on an unconnected socket, as squid's coordinator writes to its
+ * SMP kids), by the identity of the path's file; 0
  * if none, or if the name is abstract or unnamed (not looked up).
  */
 static uint64_t receiver_at(const struct msghdr *msg)
