@@ -27,7 +27,7 @@ COMMON_SRC := src/util.c src/options.c src/controls.c src/log.c src/ifd.c src/ru
 LIB_SRC := $(COMMON_SRC) src/atfork.c src/interpose.c src/interpose_io.c src/interpose_poll.c src/interpose_open.c src/interpose_stdio.c src/interpose_rlimit.c src/fdtab.c src/sock.c src/family.c src/af_usmc.c src/conn.c src/tcp.c src/exit.c src/accept.c \
            src/lgr.c src/cdc.c src/tx.c src/tx_splice.c src/tx_backing.c src/rx.c src/close.c src/wait.c src/waitset.c \
            src/poll.c src/epoll.c src/epoll_list.c src/epoll_ready.c src/epoll_tag.c src/epoll_wait.c src/epoll_kernel.c src/epoll_spin.c src/epoll_bell.c src/epoll_sleep.c src/exec.c src/spawn.c src/migrate.c src/sandbox.c \
-           src/listener.c src/handover.c src/scm_send.c src/scm_recv.c src/scm_peer.c src/adopt.c src/shed.c src/stdstream.c src/clc_proof.c src/clc_bind.c src/sigrestart.c
+           src/listener.c src/handover.c src/scm_send.c src/scm_recv.c src/scm_peer.c src/adopt.c src/shed.c src/stdstream.c src/clc_proof.c src/clc_bind.c src/clc_inband.c src/sigrestart.c
 CLI_SRC := $(COMMON_SRC) $(wildcard cli/*.c)
 HDRS    := $(wildcard src/*.h cli/*.h)
 

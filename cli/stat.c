@@ -367,6 +367,12 @@ static void counters_json(const struct usmc_counters_snapshot *s)
 	       (unsigned long long)s->v[STAT_IDX(doorbells_spared)]);
 	printf(",\n  \"doorbells_unarmed\": %llu",
 	       (unsigned long long)s->v[STAT_IDX(doorbells_unarmed)]);
+	printf(",\n  \"clc_msgs_tx\": %llu,\n  \"clc_msgs_rx\": %llu",
+	       (unsigned long long)s->v[STAT_IDX(clc_msgs_tx)],
+	       (unsigned long long)s->v[STAT_IDX(clc_msgs_rx)]);
+	printf(",\n  \"clc_inband_tx\": %llu,\n  \"clc_inband_rx\": %llu",
+	       (unsigned long long)s->v[STAT_IDX(clc_inband_tx)],
+	       (unsigned long long)s->v[STAT_IDX(clc_inband_rx)]);
 	printf(",\n  \"tcp_fallback\": {");
 	for (i = 1, first = true; i < USMC_R_MAX; i++) {
 		if (!s->v[STAT_FALLBACK + i])
@@ -403,6 +409,8 @@ static void counters_text(const struct usmc_counters_snapshot *s)
 	printf("rings: %llu bytes given back by idle connections\n", V(ring_given_back));
 	printf("doorbells: %llu spared (the peer was awake), %llu dropped (not re-armed)\n",
 	       V(doorbells_spared), V(doorbells_unarmed));
+	printf("clc messages on tcp: %llu sent, %llu taken; in-band proposals: %llu sent, "
+	       "%llu taken\n", V(clc_msgs_tx), V(clc_msgs_rx), V(clc_inband_tx), V(clc_inband_rx));
 #undef V
 	counts_line("tcp fallback:", s, STAT_FALLBACK, USMC_R_MAX, usmc_reason_name);
 	counts_line("resets:", s, STAT_ABORT, USMC_A_MAX, usmc_abort_name);

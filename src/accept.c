@@ -13,6 +13,7 @@
 #include "accept.h"
 #include "clc.h"
 #include "clc_bind.h"
+#include "clc_inband.h"
 #include "conn.h"
 #include "fdtab.h"
 #include "log.h"
@@ -26,6 +27,19 @@
 #include "wait.h"
 
 #include <netinet/in.h>
+
+/* A decline on TCP (clc_inband.h): the client takes it as the one
+ * message owed it once it saw the decline in the index. */
+static void send_decline(int fd, const struct usmc_clc_prop *p, int reason)
+{
+	struct usmc_clc_msg m = {
+		.type = USMC_CLC_MSG_DECLINE, .lgr_id = p->lgr_id, .slot = p->slot,
+		.gen = p->gen, .reason = (uint32_t)reason,
+	};
+
+	if (!usmc_clc_msg_send(fd, &m))
+		STAT_INC(clc_msgs_tx);
+}
 
 static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_prop *p)
 {
@@ -118,8 +132,8 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 
 /*
  * Decline a matched proposal: in the index entry (needs nothing we may have
- * run out of), then one byte on TCP that wakes the client wherever it
- * sleeps; it consumes that byte (clc.h).  Best effort: tell the client's
+ * run out of), then a DECLINE on TCP that wakes the client wherever it
+ * sleeps; it takes that message (clc_inband.h).  Best effort: tell the client's
  * link group we will never use the slot, so it is free again at once.
  *
  * Returns -1 when the client withdrew first, 1 when the client can no
@@ -134,7 +148,6 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_prop *p,
 			  int reason)
 {
-	static const char decline_byte = 0;
 	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
 	bool gone, queued = false, closed = false;
 	struct usmc_lgr *l;
@@ -142,8 +155,8 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	gone = sys_poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
 	if (!usmc_clc_answer(ln, &p->client, reason))
 		return -1;
-	real.send(fd, &decline_byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (usmc_lgr_attach(p->lgr_id, p->devs[0], &l))
+	send_decline(fd, p, reason);
+	if (!p->lgr_id || usmc_lgr_attach(p->lgr_id, p->devs[0], &l))
 		return gone;	/* its link group is gone: so are its bytes, if any */
 	if (p->slot < l->nslots) {
 		struct usmc_cdc_ctrl *c = usmc_lgr_ctrl(l, p->slot);
@@ -158,6 +171,72 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	return (gone || closed) && queued;
 }
 
+/*
+ * The body of an in-band proposal (clc_inband.h): its client sends it on
+ * TCP right after the proposal landed in the index, so once the entry says
+ * PROPOSED it is on its way.  0 with p filled, or with p->inband_fail set
+ * when it cannot be had (the proposal is then declined); USMC_CLC_PENDING
+ * while it is not whole (how: CLC_PEEK) or did not come in time (at
+ * accept: we stay undecided, and it wakes us).  At accept and deciding we
+ * wait for it as for a client still inside connect() (clc.h), so that a
+ * server decides at accept() as on loopback; one that does not come by
+ * then (a client stopped in between) leaves a deciding server to decline
+ * it, and skip it when it comes.
+ */
+static int inband_body(int fd, struct usmc_clc_prop *p, int how)
+{
+	uint64_t deadline = 0, now;
+	struct usmc_clc_msg m;
+	int rc;
+
+	if (!p->inband)
+		return 0;
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		rc = usmc_clc_msg_take(fd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), &m);
+		if (!rc) {
+			STAT_INC(clc_msgs_rx);
+			STAT_INC(clc_inband_rx);
+			p->lgr_id = m.lgr_id;
+			p->slot = m.slot;
+			p->gen = m.gen;
+			p->version = m.version;
+			p->uid = m.uid;
+			p->pid = m.pid;
+			memcpy(p->devs, m.devs, sizeof(p->devs));
+			p->client = m.client;
+			p->wake = false;	/* taken: nothing more is owed */
+			return 0;
+		}
+		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR) {
+			/* No proposal, and bytes that are the program's (a
+			 * broken or hostile client), or its end before it. */
+			if (rc == -EPROTO)
+				STAT_INC(handshake_errors);
+			p->inband_fail = rc == -EPROTO ? USMC_R_INTERNAL : USMC_R_PEER_GONE;
+			p->wake = false;
+			return 0;
+		}
+		if (how == CLC_PEEK)
+			return USMC_CLC_PENDING;
+		now = usmc_now_ns();
+		if (!deadline)
+			deadline = now + CLC_DECIDE_WAIT_NS;
+		if (now >= deadline) {
+			if (how != CLC_DECIDE)
+				return USMC_CLC_PENDING;
+			p->inband_fail = USMC_R_SERVER_TCP;
+			p->wake = true;		/* owed: skipped when it comes */
+			return 0;
+		}
+		if (rc == -EINPROGRESS)
+			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
+		else
+			sys_poll(&pf, 1, (int)usmc_ms_left(deadline));
+	}
+}
+
 /* Act on a match result; caller holds sk->lock (installed) or owns sk
  * exclusively (at accept: fd not handed to the application yet).  What
  * came on TCP meanwhile is looked at by the caller once it dropped the
@@ -167,10 +246,10 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 			  bool installed)
 {
 	if (!reason) {
-		reason = server_accept(sk, fd, p);
+		reason = p->inband_fail ? p->inband_fail : server_accept(sk, fd, p);
 		if (reason == USMC_R_UNBOUND) {
 			/* Posted by someone else: consumed without a decline
-			 * byte, and no wake byte will come from the client. */
+			 * byte, and no wake message will come from the client. */
 			usmc_clc_answer(sk->ln, &p->client, reason);
 		} else if (reason && reason != USMC_R_WITHDRAWN) {
 			int lost = server_decline(sk->ln, fd, p, reason);
@@ -181,11 +260,11 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 				sk_set_flag(sk, SKF_LOST);	/* reads: ECONNRESET */
 		}
 		/* Either way a client we made wait sent (or will send) one
-		 * wake byte. */
+		 * wake message. */
 		if (p->wake && reason != USMC_R_UNBOUND)
 			sk_set_flag(sk, SKF_WAKEBYTE);
 		/* On stdin, stdout or stderr stdio's reads are not ours:
-		 * the wake byte must be gone before they begin. */
+		 * the wake message must be gone before they begin. */
 		if (reason == USMC_R_STDIO)
 			usmc_tcp_take_owed(sk, fd);
 		if (!reason) {
@@ -206,15 +285,15 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
 /*
  * Out of memory for even a socket record: the connection stays untracked
  * plain TCP.  A client that proposed must still learn it (declined), and
- * its wake byte, if it sends one, must not reach the application: wait for
- * it here.
+ * its proposal on TCP, if it sends one, must not reach the application:
+ * wait for it here.
  */
 static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockaddr *sa,
 			     socklen_t salen)
 {
 	struct usmc_clc_prop prop;
+	struct usmc_clc_msg m;
 	struct usmc_addr peer;
-	char c;
 
 	usmc_stats_attach();
 	STAT_INC(tcp_conns);
@@ -227,10 +306,14 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 		return;
 	for (;;) {
 		struct pollfd p = { .fd = nfd, .events = POLLIN };
+		int rc = usmc_clc_msg_take(nfd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), &m);
 
-		if (real.recv(nfd, &c, 1, MSG_DONTWAIT) >= 0 || (errno != EAGAIN && errno != EINTR))
+		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR)
 			return;
-		sys_poll(&p, 1, -1);
+		if (rc == -EINPROGRESS)
+			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
+		else
+			sys_poll(&p, 1, -1);
 	}
 }
 
@@ -287,10 +370,13 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		/* Short of descriptors: later clients fall back by themselves. */
 		usmc_clc_ln_busy(sk->ln, usmc_conn_resources(sk, nfd) == USMC_R_LIMIT);
 		/* On stdin, stdout or stderr: TCP now (stdstream.c), not
-		 * undecided, which would leave a late client's wake byte to
+		 * undecided, which would leave a late client's wake message to
 		 * stdio's reads, which are not ours. */
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop,
 					nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
+		if (!reason)
+			reason = inband_body(nfd, &prop,
+					     nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
 		if (reason == USMC_CLC_PENDING) {
 			/* Rarely: the client is still between connect() and its
 			 * proposal.  Decide when the application acts. */
@@ -323,6 +409,8 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
 		goto out;
 	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide ? CLC_DECIDE : CLC_PEEK);
+	if (!reason)
+		reason = inband_body(fd, &prop, decide ? CLC_DECIDE : CLC_PEEK);
 	if (reason == USMC_CLC_PENDING) {
 		/* No proposal: TCP bytes, EOF or an error from a client that is
 		 * not usmc (or proposed too late) settle it; nothing settles
@@ -333,6 +421,8 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 		if (sys_poll(&p, 1, 0) <= 0)
 			goto out;
 		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
+		if (!reason)
+			reason = inband_body(fd, &prop, CLC_DECIDE);
 	}
 	server_settle(sk, fd, reason, &prop, true);
 	matched = !reason;

@@ -149,6 +149,7 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		prop.pid = (uint32_t)usmc_getpid();
 		usmc_dev_list(prop.devs, sk->lgr->dev->id);
 		prop.client = sk->local;
+		prop.inband = !usmc_dev_can(sk->lgr->dev, USMC_DEV_F_CLC_INDEX);
 		if (usmc_fault(USMC_FAULT_LATE))
 			usleep(50000);	/* a client descheduled inside connect() */
 		reason = usmc_clc_propose(ln, &prop, &wake);
@@ -167,7 +168,9 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 		return rc;
 	}
 	sk->ln = ln;
-	/* A wake byte only for a server that accepted us undecided (clc.h). */
+	sk->clc_inband = prop.inband;
+	/* The proposal on TCP only for a server that accepted us undecided
+	 * (clc.h), or as the only copy of its body (clc_inband.h). */
 	sk_set_flag(sk, (wake ? SKF_WAKE_SEND : 0) | (rc ? SKF_CONNECTING : 0));
 	sk_set_mode(sk, USMC_MODE_PROPOSED);
 	sk_peer_seen(sk);

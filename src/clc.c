@@ -132,13 +132,13 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	if (!entry_backed(ln, e))
 		return USMC_R_MEM;
 	/* A listener with TCP_DEFER_ACCEPT is accepted only once TCP data
-	 * came: we send the wake byte whatever the server does. */
+	 * came: we send the wake message whatever the server does. */
 	always = LOAD_ACQUIRE(&ln->idx->wake_always) != 0;
 	w = LOAD_ACQUIRE(&e->word);
 	for (tries = 0;; tries++) {
 		if (tries == CLC_CAS_TRIES)
 			return USMC_R_INDEX_BUSY;
-		claim = CLC_WORD(h, CLC_CLAIM) | (always ? CLC_W : 0);
+		claim = CLC_WORD(h, CLC_CLAIM) | (always || p->inband ? CLC_W : 0);
 		if (w && !mark_stale(w, p->epoch)) {
 			/* A fresh mark for our address: the server runs this
 			 * very connection as TCP, or accepted it undecided and
@@ -154,7 +154,7 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 	}
 	/* Seq-cst after our CAS, against the server's store of degraded
 	 * before its load of the word: one of us sees the other.  A waiting
-	 * server then gets our TCP bytes instead of a wake byte. */
+	 * server then gets our TCP bytes instead of a wake message. */
 	d = degraded_now(atomic_load(&ln->idx->degraded));
 	if (d) {
 		w = claim;
@@ -166,14 +166,20 @@ int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool
 
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.word = claim;
-	tmp.lgr_id = p->lgr_id;
-	tmp.slot = p->slot;
-	tmp.gen = p->gen;
-	tmp.version = p->version;
-	memcpy(tmp.devs, p->devs, sizeof(tmp.devs));
-	tmp.client = p->client;
-	tmp.uid = p->uid;
-	tmp.pid = p->pid;
+	if (p->inband) {
+		/* Nothing of the body here: it goes to the holder of the
+		 * accepted socket only (clc_inband.h). */
+		tmp.version = USMC_CLC_INBAND;
+	} else {
+		tmp.lgr_id = p->lgr_id;
+		tmp.slot = p->slot;
+		tmp.gen = p->gen;
+		tmp.version = p->version;
+		memcpy(tmp.devs, p->devs, sizeof(tmp.devs));
+		tmp.client = p->client;
+		tmp.uid = p->uid;
+		tmp.pid = p->pid;
+	}
 	shm_store_words((char *)e + 8, (char *)&tmp + 8, sizeof(tmp) - 8);
 
 	/* Publish: pairs with the acquire load in usmc_clc_match().  The
@@ -418,8 +424,11 @@ static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 			p->uid = copy.uid;
 			p->pid = copy.pid;
 			memcpy(p->devs, copy.devs, sizeof(p->devs));
-			p->client = copy.client;
 			p->wake = w & CLC_W;
+			p->inband = copy.version == USMC_CLC_INBAND;
+			/* In-band: the address the entry is for; the body's
+			 * own comes on TCP. */
+			p->client = p->inband ? *client : copy.client;
 			return 0;
 		}
 		/* No proposal for us: the entry is free, our client is still
@@ -445,7 +454,7 @@ static int match(struct usmc_clc_ln *ln, const struct usmc_addr *client,
 			if (!decide && w == (CLC_WORD(h, CLC_CLAIM) | CLC_W))
 				return USMC_CLC_PENDING;
 			/* Undecided: WAIT (or W on our client's claim), so that
-			 * a proposal brings a wake byte.  Deciding: TCP.  Marks
+			 * a proposal brings a wake message.  Deciding: TCP.  Marks
 			 * take a fresh epoch: our client, should it come late,
 			 * sees a mark newer than its connect(). */
 			if (!decide && claimed)

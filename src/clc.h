@@ -4,21 +4,24 @@
  * connection, whether both ends move its bytes through shared memory.
  *
  * Kernel SMC exchanges CLC proposal/accept/confirm/decline messages over the
- * TCP connection.  usmc never sends a byte on the wire: the client posts its
- * proposal in the listener's CLC index, in the entry both ends can compute
- * from the 4-tuple (indexed by client port, one of USMC_CLC_WAYS ways by a
- * hash of the client address).  One 64-bit word per entry decides:
+ * TCP connection, after an option in the SYN said both ends can.  usmc
+ * cannot set TCP options: the client posts its proposal in the listener's
+ * CLC index, in the entry both ends can compute from the 4-tuple (indexed
+ * by client port, one of USMC_CLC_WAYS ways by a hash of the client
+ * address), and sends on TCP only what a usmc server holding the
+ * connection is sure to take (clc_inband.h).  One 64-bit word per entry
+ * decides:
  *
  *   client:  EMPTY -> CLAIM(h) -> PROPOSED(h)        (fields written in CLAIM)
- *            WAIT(h, new seq) -> CLAIM(h)+W -> PROPOSED(h)+W, then one wake byte on TCP
+ *            WAIT(h, new seq) -> CLAIM(h)+W -> PROPOSED(h)+W, then its PROPOSAL on TCP
  *   server:  PROPOSED(h)[+W] -> EMPTY                 accept: once attached, before answering
- *            PROPOSED(h)[+W] -> DECLINED(h, reason)   decline, then one decline byte on TCP
+ *            PROPOSED(h)[+W] -> DECLINED(h, reason)   decline, then a DECLINE on TCP
  *            EMPTY | TCP | WAIT -> WAIT(h, seq)       accept found nothing: wake me
  *            CLAIM(h) -> CLAIM(h)+W                   (the same, client still writing)
  *            EMPTY | CLAIM(h)[+W] | TCP | WAIT
  *                          -> TCP(h, seq)             must act first: TCP, blocks late proposals
  *   client:  PROPOSED(h)[+W] -> EMPTY                 withdraw (TCP bytes seen, connect failed)
- *            DECLINED(h, r) -> EMPTY                  decline seen (the byte wakes it)
+ *            DECLINED(h, r) -> EMPTY                  decline seen (the DECLINE wakes it)
  *            TCP | WAIT (*, old seq) -> CLAIM(h)      a mark older than our connect() is stale
  *
  * TCP and WAIT marks are never cleared: each carries the listener's epoch
@@ -38,18 +41,21 @@
  * TCP; the proposal appears: SMC), and a server waiting undecided sleeps on
  * its TCP socket.  So before it returns from accept() undecided it says so
  * in the entry (WAIT, or +W on a claim), and a client whose proposal lands on
- * such a word (PROPOSED(h)+W) sends exactly one wake byte, which the server
- * consumes when it matches.  No W, no byte: a server that matched at accept
- * costs the client no TCP send and itself no wake-up.  A server that cannot
+ * such a word (PROPOSED(h)+W) sends its PROPOSAL on TCP once, which wakes
+ * the server, and which it takes when it matches.  No W, no message: a
+ * server that matched at accept costs the client no TCP send and itself no
+ * wake-up.  On a device without USMC_DEV_F_CLC_INDEX the entry holds no
+ * body and always W: the PROPOSAL on TCP is the body (clc_inband.h).  A server that cannot
  * write the mark (index page unbacked, tmpfs full) degrades the listener
  * first, as for a TCP mark, so no client proposes any more, and runs the
  * connection as TCP (out_of_memory) instead of waiting undecided.
- * A peer that is not usmc never gets a wake byte: W is only ever written by
- * a usmc server.  An accept is answered in the connection's control block
- * (cdc.h); a decline in the index entry itself, so that a server that cannot
- * even attach the client's link group (out of memory or descriptors) can
- * still say no, followed by one byte on TCP that wakes the client, which
- * knows to consume it, as the server consumes the wake byte.
+ * A peer that is not usmc never gets a message: W is only ever written by a
+ * usmc server or, on such a device, a client that found a usmc listener
+ * certainly reached.  An accept is answered in the connection's control
+ * block (cdc.h); a decline in the index entry itself, so that a server that
+ * cannot even attach the client's link group (out of memory or descriptors)
+ * can still say no, followed by a DECLINE on TCP that wakes the client,
+ * which knows to take it, as the server takes the PROPOSAL.
  */
 #ifndef USMC_CLC_H
 #define USMC_CLC_H
@@ -143,7 +149,7 @@ struct usmc_clc_index {
 	_Atomic uint64_t connecting_lgr[USMC_CLC_CONNECTING];
 	_Atomic uint32_t connecting_port[USMC_CLC_CONNECTING];
 	_Atomic uint32_t connecting_cpu[USMC_CLC_CONNECTING];	/* CPU + 1, a hint */
-	/* Non-zero: every client sends the wake byte (posts W).  The
+	/* Non-zero: every client sends the wake message (posts W).  The
 	 * listener has TCP_DEFER_ACCEPT: the kernel wakes accept() only once
 	 * TCP data came, and a proposed client sends none otherwise. */
 	_Atomic uint32_t wake_always;
@@ -193,8 +199,17 @@ struct usmc_clc_prop {
 	uint32_t slot, gen, version, uid, pid;
 	uint8_t devs[4];		/* as usmc_clc_entry.devs */
 	struct usmc_addr client;
-	bool wake;			/* +W: the client sends (sent) one wake byte */
+	bool wake;			/* +W: the client sends (sent) its proposal on TCP */
+	/* The body goes on TCP (clc_inband.h): the entry carries only
+	 * version USMC_CLC_INBAND and the word, always with W. */
+	bool inband;
+	/* Server: a proposal whose in-band body could not be had, to decline
+	 * with this reason (accept.c) */
+	int inband_fail;
 };
+
+/* An entry's version that says: the body comes on the TCP connection. */
+#define USMC_CLC_INBAND		0x494e424eu	/* "INBN" */
 
 /* Server: create ln-<id>, lock it (liveness: a read lock, shared with
  * later joiners), map it (one reference). */
@@ -213,7 +228,7 @@ void usmc_clc_ln_busy(struct usmc_clc_ln *ln, bool busy);
 /* Server: its controls decline (reason: disabled, no_common_device,
  * policy) or accept again (0); clients read it before proposing. */
 void usmc_clc_ln_off(struct usmc_clc_ln *ln, int reason);
-/* Server: clients must (or need not) send the wake byte: the listener's
+/* Server: clients must (or need not) send the wake message: the listener's
  * TCP_DEFER_ACCEPT (clc.h wake_always). */
 void usmc_clc_ln_wake_always(struct usmc_clc_ln *ln, bool on);
 /* Server: lower the listener's link-group fit to bytes (usmc_lgr_fit, 0:
@@ -242,7 +257,7 @@ void usmc_clc_connect_port(struct usmc_clc_ln *ln, int slot, uint16_t port);
 void usmc_clc_connect_end(struct usmc_clc_ln *ln, int slot);
 
 /* Client: post a proposal for 4-tuple key `client`.  0 or a reason; on 0,
- * *wake says the server waits undecided: send it one wake byte. */
+ * *wake says the server waits undecided: send it one wake message. */
 int usmc_clc_propose(struct usmc_clc_ln *ln, const struct usmc_clc_prop *p, bool *wake);
 /* Client: take a proposal back; true when the server had not matched it. */
 bool usmc_clc_withdraw(struct usmc_clc_ln *ln, const struct usmc_addr *client);
@@ -261,9 +276,9 @@ enum {
 #define CLC_HALF_WRITTEN_NS	20000000ULL	/* an announcement left half written: dead writer */
 
 /* Server: 0 with *p filled: the proposal stays posted until the server
- * answers it with usmc_clc_answer(); p->wake: a wake byte comes on TCP;
+ * answers it with usmc_clc_answer(); p->wake: a wake message comes on TCP;
  * USMC_CLC_PENDING when there is no proposal yet (not CLC_DECIDE; after
- * CLC_ACCEPT the entry says we wait, and a proposal brings a wake byte);
+ * CLC_ACCEPT the entry says we wait, and a proposal brings a wake message);
  * otherwise a reason (TCP: the tuple is marked TCP(h) unless the reason is
  * index_busy, or rundir_unusable for an index truncated under us, whose
  * zero pages no client can post into any more).  An entry held by a

@@ -15,7 +15,7 @@
  *
  *   USMC_BIND_LISTENER  IP_BIND_ADDRESS_NO_PORT, set on a usmc listener;
  *                       the kernel copies it to every socket the listener
- *                       accepts.  A client proposes, and sends a wake byte
+ *                       accepts.  A client proposes, and sends a wake message
  *                       (clc.h), only to a server end that carries it.
  *   USMC_BIND_DECIDED   IP_RECVERR_RFC4884.  A client sets it on its socket
  *                       before it proposes, and a server takes a proposal

@@ -5,9 +5,10 @@
  * with the interfaces the registry lists), and the connection's server
  * end belongs to a usmc listener, as the kernel reports it (clc_bind.c);
  * and, before it takes an accept, that the holder of that end decided.
- * Taking a proposal back, and the one wake byte, live here too.
+ * Taking a proposal back, and sending it on TCP, live here too.
  */
 #include "clc_bind.h"
+#include "clc_inband.h"
 #include "clc_proof.h"
 #include "conn.h"
 #include "lgr.h"
@@ -72,7 +73,7 @@ static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
  * one: the proposal goes first, so a server already in accept() finds
  * it; the check costs it nothing): a route not proven, or a server end
  * that no usmc listener holds, takes the proposal back before any byte or
- * wake byte follows it (a server that answered it already did get us:
+ * wake message follows it (a server that answered it already did get us:
  * then it stands, and its answer is checked as any).  So does a connection
  * the kernel has not established on the server's side (the listener's
  * accept queue was full: the handshake's last ACK was dropped, or a SYN
@@ -80,11 +81,11 @@ static bool server_end_marked(struct usmc_sock *sk, int mark, bool *pending)
  * client's request would, and a proposed client sends nothing on TCP (it
  * was never accepted, its client waited for ever: a proxy's backend with
  * listen(5), curl -Z hung).  On TCP (backlog_full) the request completes
- * it.  Unless we send the wake byte anyway (a TCP_DEFER_ACCEPT listener's
+ * it.  Unless we send the wake message anyway (a TCP_DEFER_ACCEPT listener's
  * connections stay in SYN_RECV until data comes, by design): that byte
  * completes it.  Under sk->lock:
  * another thread settling the same connect waits for the verdict before
- * it sends the wake byte.
+ * it sends the wake message.
  */
 void usmc_connect_check_done(struct usmc_sock *sk)
 {
@@ -131,13 +132,32 @@ bool usmc_proposal_take_back(struct usmc_sock *sk)
 	       usmc_clc_withdraw(sk->ln, &sk->local);
 }
 
-/* The wake byte: see clc.h.  Sent once, after the proposal landed. */
+/*
+ * The proposal on TCP (clc_inband.h), sent once after it landed in the
+ * index: the wake of a server that waits for it (+W), or, on a device
+ * without USMC_DEV_F_CLC_INDEX, the only copy of its body.
+ */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd)
 {
-	static const char wake = 0;
+	struct usmc_clc_msg m = { .type = USMC_CLC_MSG_PROPOSAL };
 
-	if (atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND) {
-		real.send(fd, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		STAT_INC(wake_bytes);
+	if (!(atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND))
+		return;
+	if (sk->lgr) {
+		m.lgr_id = sk->lgr->id;
+		m.slot = sk->slot;
+		m.gen = sk->gen;
+		usmc_dev_list(m.devs, sk->lgr->dev->id);
 	}
+	m.version = USMC_PROTO_VERSION;
+	m.uid = (uint32_t)geteuid();
+	m.pid = (uint32_t)usmc_getpid();
+	m.client = sk->local;
+	if (usmc_clc_msg_send(fd, &m))
+		return;
+	if (sk->clc_inband)
+		STAT_INC(clc_inband_tx);
+	else
+		STAT_INC(wake_bytes);
+	STAT_INC(clc_msgs_tx);
 }

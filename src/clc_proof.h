@@ -21,7 +21,7 @@ bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns);
 void usmc_connect_check_done(struct usmc_sock *sk);
 /* An accept in our control block: did the holder of the server end give it? */
 bool usmc_accept_proven(struct usmc_sock *sk);
-/* The client's one CLC wake byte, if not sent yet (clc.h). */
+/* The client's one CLC wake message, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 
 #endif

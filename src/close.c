@@ -13,7 +13,7 @@
  * The real TCP socket is left alone until the last descriptor closes; its
  * FIN then doubles as the peer's wake-up and proof that we let go.  That
  * last close (the socket's release, in whichever process it happens) settles
- * what is still open: an undecided server end, the peer's CLC byte, bytes
+ * what is still open: an undecided server end, the peer's CLC message, bytes
  * moving to TCP, the slot.
  */
 #include "accept.h"
@@ -178,8 +178,8 @@ void usmc_conn_exit(struct usmc_sock *sk, int fd)
 }
 
 /*
- * A side that only ever wrote closes with the peer's CLC byte unread (a
- * declined client, the server's decline byte; a server, the client's wake
+ * A side that only ever wrote closes with the peer's CLC message unread (a
+ * declined client, the server's DECLINE message; a server, the client's wake
  * byte): the kernel's close would reset the connection for it, and the
  * peer's read of our last bytes would say ECONNRESET (vsftpd: 426 after a
  * whole upload; lftp then slept through its reconnect delay).  The byte
@@ -205,7 +205,7 @@ void usmc_conn_release(struct usmc_sock *sk, int fd)
 	 * it stays (below). */
 	if (fd >= 0 && sk->role == 'C' && sk_mode(sk) == USMC_MODE_PROPOSED)
 		usmc_sock_proposal_reset(sk, fd);
-	/* Never close with the peer's CLC byte unread (above). */
+	/* Never close with the peer's CLC message unread (above). */
 	if (fd >= 0 && sk_close_owes_byte(sk))
 		usmc_tcp_take_owed_ms(sk, fd, SKF_WAKEBYTE, CLOSE_OWED_WAIT_MS);
 	if (sk->lgr) {

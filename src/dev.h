@@ -24,8 +24,15 @@
  *                     or attach itself and take a connection over: exec
  *                     (exec.c), and with _FORK a posix_spawn child or a
  *                     process its socket is sent to (SCM_RIGHTS).
+ *  USMC_DEV_F_CLC_INDEX  the peer reads a proposal's body from the
+ *                     listener's CLC index and the client the server's
+ *                     answer from the control block (the two ends share
+ *                     the runtime directory).  Without it the index carries
+ *                     the decision words only, and the proposal and the
+ *                     answer travel on the TCP connection as typed CLC
+ *                     messages (clc_inband.h), as they must between hosts.
  *
- * Loopback (one host, any network namespace) has all three.  dev_copy
+ * Loopback (one host, any network namespace) has all four.  dev_copy
  * (-DUSMC_TEST_DEVICES builds only, make copy) is loopback's memory used the
  * way a device without them must be: the suite runs over it so that the
  * sndbuf + move_data path, CDC lines published by message (publish) and
@@ -52,6 +59,7 @@ enum usmc_dev_id {
 #define USMC_DEV_F_MAPPED	0x1u
 #define USMC_DEV_F_FORK		0x2u
 #define USMC_DEV_F_EXEC		0x4u
+#define USMC_DEV_F_CLC_INDEX	0x8u
 
 struct usmc_dev_ops {
 	const char *name;

@@ -7,7 +7,9 @@
  * over it so that every commit exercises what RDMA will need of the core:
  *
  *  - no capability but the data path's (dev.h): fork, exec and SCM_RIGHTS
- *    move its connections to TCP (migrate.c usmc_conn_unshare);
+ *    move its connections to TCP (migrate.c usmc_conn_unshare), and a
+ *    proposal's body goes on the TCP connection, not into the listener's
+ *    index (no USMC_DEV_F_CLC_INDEX: clc_inband.h), as between hosts;
  *  - the sender writes a sndbuf of its own (lgr.c) and move_data copies
  *    each span into the peer's DMB through a mapping of the device's, the
  *    way an RDMA WRITE would;

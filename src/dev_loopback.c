@@ -412,7 +412,7 @@ void usmc_lo_signal(struct usmc_lgr *l, int bell)
 const struct usmc_dev_ops usmc_dev_loopback = {
 	.name = "loopback",
 	.id = USMC_DEV_LOOPBACK,
-	.caps = USMC_DEV_F_MAPPED | USMC_DEV_F_FORK | USMC_DEV_F_EXEC,
+	.caps = USMC_DEV_F_MAPPED | USMC_DEV_F_FORK | USMC_DEV_F_EXEC | USMC_DEV_F_CLC_INDEX,
 	.probe = usmc_lo_probe,
 	.lgr_create = usmc_lo_lgr_create,
 	.lgr_attach = usmc_lo_lgr_attach,

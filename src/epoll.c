@@ -92,7 +92,7 @@ static int kernel_translate(int epfd, struct usmc_epreg *r, int op, bool fresh)
 	uint32_t excl = r->events & EPOLLEXCLUSIVE;
 	int rc;
 
-	/* The TCP entry reports FIN/RST (and the wake byte) as EPOLLIN, and
+	/* The TCP entry reports FIN/RST (and the wake message) as EPOLLIN, and
 	 * connect completion as EPOLLOUT while connecting; EPOLLEXCLUSIVE
 	 * admits only IN/OUT/ET (FIN still shows as EPOLLIN). */
 	r->tcp_out = sk_flag(r->sk, SKF_CONNECTING) || sk_mode(r->sk) == USMC_MODE_MIGRATING;

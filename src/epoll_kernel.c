@@ -71,7 +71,7 @@ static void kernel_event(struct usmc_ep *ep, struct usmc_epreg *r, unsigned int 
 
 /*
  * Kernel event on an undecided server connection's entry (the program's
- * events, our tag): news on TCP may be the client's wake byte, so settle
+ * events, our tag): news on TCP may be the client's wake message, so settle
  * the connection first (a connection on TCP owing a byte: take it).
  * Still undecided (still owing: EOF came first, or another thread holds
  * the TCP look): the event is the program's, as the kernel gave it (true).

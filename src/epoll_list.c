@@ -93,11 +93,11 @@ bool ep_want_translated(struct usmc_sock *sk)
 
 /*
  * A server connection accepted before its client's proposal was seen: its
- * TCP socket turns readable with the client's CLC wake byte, which is not
+ * TCP socket turns readable with the client's CLC wake message, which is not
  * the program's.  Its kernel entry has the program's events but our tag,
  * so that such an event settles the connection first (epoll_kernel.c).
  * So does a connection on TCP that still owes a byte that is not the
- * program's (a wake or decline byte, bytes a move to TCP sent again:
+ * program's (a wake or DECLINE message, bytes a move to TCP sent again:
  * usmc_tcp_skip_wake): TCP would not be readable for it.
  */
 bool ep_want_undecided(struct usmc_sock *sk)

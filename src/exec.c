@@ -164,7 +164,7 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 		 * continue on TCP, every byte in order (migrate.c). */
 		if (sk->kind == SK_CONN) {
 			usmc_conn_leave(sk, fd, c->spawn ? USMC_R_SPAWN : USMC_R_EXEC_PLAIN);
-			usmc_tcp_take_owed(sk, fd);	/* it would read a CLC byte */
+			usmc_tcp_take_owed(sk, fd);	/* it would read a CLC message */
 		} else if (sk->kind == SK_LISTEN)
 			usmc_handover_listener(sk);
 		else

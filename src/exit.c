@@ -126,7 +126,7 @@ static void exit_one(int fd, struct usmc_sock *sk, struct exit_ctx *x)
 	while (r > 1)
 		if (atomic_compare_exchange_weak(&sk->sh->refs, &r, r - 1))
 			goto dropped;
-	/* Ours is the last copy: the peer's CLC byte, if it came, is taken
+	/* Ours is the last copy: the peer's CLC message, if it came, is taken
 	 * (threads or not: the look arbitrates), or the kernel's close of a
 	 * socket with an unread byte resets it (close.c, at a close). */
 	if (r == 1 && sk->kind == SK_CONN && sk_close_owes_byte(sk) && exit_private_ok(sk))

@@ -17,7 +17,7 @@
  *  - a connection on (or possibly going onto) shared memory moves to TCP,
  *    every byte in order (migrate.c; reason handed_over): a connect in
  *    progress is settled first, an undecided server connection is decided
- *    (TCP unless a proposal is there), and a CLC wake or decline byte still
+ *    (TCP unless a proposal is there), and a CLC wake or DECLINE message still
  *    due ahead of the peer's first TCP byte is consumed here, since the
  *    receiver would read it as data.  Afterwards our copy and the
  *    receiver's are one TCP socket: closing ours, keeping it, or sending
@@ -106,7 +106,7 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 {
 	bool lost;
 
-	/* A client's wake byte can only go out on a connected socket, and
+	/* A client's wake message can only go out on a connected socket, and
 	 * the peer counts on it before any TCP byte: settle the connect. */
 	while (sk_flag(sk, SKF_CONNECTING) && usmc_sock_connect_done(sk, fd) == -EINPROGRESS)
 		wait_fd(fd, POLLOUT);
@@ -122,8 +122,8 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
 		usmc_conn_reset_tcp(sk, fd, "handed over with the peer's unread bytes stranded in shared memory");
 		return;
 	}
-	/* The one CLC byte the peer sends ahead of its TCP data (a wake
-	 * byte, or the server's decline byte) must not reach the receiver. */
+	/* The one CLC message the peer sends ahead of its TCP data (a wake
+	 * byte, or the server's DECLINE message) must not reach the receiver. */
 	usmc_tcp_take_owed(sk, fd);
 }
 
@@ -131,7 +131,7 @@ static void handover_conn(struct usmc_sock *sk, int fd, int reason)
  * A proposal nobody here will match (its connection waits in the accept
  * queue for a process that cannot answer): take it from the index and
  * decline it in the control block, as a server that cannot use it would.
- * The client then sends its queued bytes on TCP, expecting no CLC byte
+ * The client then sends its queued bytes on TCP, expecting no CLC message
  * (an index decline would make it wait for one), and frees the slot.
  */
 static void decline_queued(struct usmc_clc_ln *ln, struct usmc_clc_entry *e)

@@ -13,6 +13,7 @@
 #include "exec.h"
 #include "interpose.h"
 #include "clc_bind.h"
+#include "clc_inband.h"
 #include "close.h"
 #include "epoll.h"
 #include "fdtab.h"
@@ -499,11 +500,11 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 }
 
 /*
- * FIONREAD over TCP while the client's CLC wake byte is owed (a server
- * that declined, or has not decided): the byte is not the application's,
- * and a program that reads because FIONREAD said 1 would wait for ever
- * (postfix's smtpd, checking for a client that talks first).  It comes
- * first on TCP when it is there at all.
+ * FIONREAD over TCP while a CLC message is owed (a server that declined,
+ * or has not decided; a declined client): it is not the application's,
+ * and a program that reads because FIONREAD counted it would wait for
+ * ever (postfix's smtpd, checking for a client that talks first).  It
+ * comes first on TCP, whole or in part, when it is there at all.
  */
 static int fionread_tcp(struct usmc_sock *sk, int fd, int *arg)
 {
@@ -513,7 +514,7 @@ static int fionread_tcp(struct usmc_sock *sk, int fd, int *arg)
 	if (real.ioctl(fd, FIONREAD, &n))
 		return -1;
 	if (n > 0 && sk_flag(sk, SKF_WAKEBYTE))
-		n--;
+		n = n > USMC_CLC_MSG_LEN ? n - USMC_CLC_MSG_LEN : 0;
 	*arg = n;
 	return 0;
 }

@@ -75,7 +75,7 @@ static ssize_t sk_rx(struct usmc_sock *sk, int fd, const struct iovec *iov, int 
 		if (rc)
 			return rc;
 	}
-	/* The CLC wake or decline byte ahead of the peer's first TCP byte is
+	/* The CLC wake or DECLINE message ahead of the peer's first TCP byte is
 	 * never the application's, not even for a peek; urgent data and the
 	 * error queue are not in the stream. */
 	if (unlikely(sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP)) && !(flags & (MSG_OOB | MSG_ERRQUEUE))) {

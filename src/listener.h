@@ -24,7 +24,7 @@ void usmc_listen_unpublish(struct usmc_sock *sk);
  * holder made a listener: ours is one too, joined to its publication. */
 void usmc_listen_follow(struct usmc_sock *sk, int fd);
 /* The listener's TCP_DEFER_ACCEPT (set, or cleared) tells
- * its clients whether to send the wake byte always (clc.h wake_always). */
+ * its clients whether to send the wake message always (clc.h wake_always). */
 void usmc_listen_defer(struct usmc_sock *sk, int fd);
 /* A holder of the socket may not run usmc: no holder publishes
  * it from now on (SKF_NOPUB).  true the first time. */

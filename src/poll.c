@@ -75,7 +75,7 @@ bool usmc_poll_translated(struct usmc_sock *sk)
 
 /*
  * A server connection still undecided is polled as plain TCP; when its TCP
- * socket turns readable (the client's wake byte, or real TCP bytes) it is
+ * socket turns readable (the client's wake message, or real TCP bytes) it is
  * settled, and if it moved onto shared memory the poll starts over with
  * its readiness taken from the rings instead.
  */
@@ -104,7 +104,7 @@ static bool poll_undecided_moved(struct pollfd *fds, nfds_t n)
 
 /*
  * A connection on TCP that owes a byte that is not the program's (the
- * CLC wake or decline byte, bytes a move to TCP sent again) is readable to
+ * CLC wake or DECLINE message, bytes a move to TCP sent again) is readable to
  * the kernel for it, as TCP would not be: taken before the look when it is
  * there already; a connection still owing one is looked at again after
  * the kernel's answer.

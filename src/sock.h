@@ -72,8 +72,9 @@ enum usmc_sock_kind {
 #define SKF_INQ_KNOWN	0x80000000u	/* SKF_INQ says what the kernel's option is */
 #define SKF_ERR_TAKEN	0x0100	/* the reset error was reported once */
 #define SKF_LINGER0	0x0200	/* SO_LINGER {1, 0}: close sends RST */
-#define SKF_WAKEBYTE	0x0400	/* server: one CLC wake byte to discard from TCP */
-#define SKF_WAKE_SEND	0x0800	/* client: send the wake byte once connected */
+#define SKF_WAKEBYTE	0x0400	/* one CLC message owed on TCP, not the program's
+				 * (clc_inband.h): a server's proposal, a client's answer */
+#define SKF_WAKE_SEND	0x0800	/* client: send the proposal on TCP once connected */
 #define SKF_COUNT_LATER	0x1000	/* TCP-mode connect in progress: count when connected */
 
 struct usmc_sock_sh {
@@ -183,6 +184,8 @@ struct usmc_sock {
 	uint64_t route_ns;		/* client: the listener's namespace when not ours,
 					 * until the route to it is proven (af_usmc.c) */
 	bool accept_proven;		/* client: the server end said it decided (clc_proof.c) */
+	bool clc_inband;		/* client: the proposal's body travels on TCP
+					 * (clc_inband.h): no USMC_DEV_F_CLC_INDEX */
 	bool st_handed;			/* sent to a process that adopts it (scm_send.c): it
 					 * lists the connection itself, and our entry goes
 					 * when our last descriptor does (sock.c) */
@@ -480,14 +483,14 @@ static inline bool sk_peer_moved(const struct usmc_sock *sk)
 }
 
 /* On TCP with a byte still owed that is not the program's (a CLC wake or
- * decline byte, bytes a move to TCP sent again: usmc_tcp_skip_wake takes
+ * DECLINE message, bytes a move to TCP sent again: usmc_tcp_skip_wake takes
  * them): the kernel says readable where TCP would not. */
 static inline bool sk_owes_bytes(const struct usmc_sock *sk)
 {
 	return sk_mode(sk) == USMC_MODE_TCP && sk_flag(sk, SKF_WAKEBYTE | SKF_TCP_DUP);
 }
 
-/* At the last close or exit: the peer's CLC byte is still unread, and
+/* At the last close or exit: the peer's CLC message is still unread, and
  * ours to take (tcp.c: a server's, declined or not; a client's once
  * on TCP, a moving one takes it as it moves). */
 static inline bool sk_close_owes_byte(const struct usmc_sock *sk)

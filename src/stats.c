@@ -23,7 +23,7 @@
 #include <time.h>
 
 /* Up to the end of the last counter (stats.h: new ones go last, and here). */
-#define NCOUNTERS (offsetof(struct usmc_counters, doorbells_unarmed) / sizeof(uint64_t) + 1)
+#define NCOUNTERS (offsetof(struct usmc_counters, clc_inband_rx) / sizeof(uint64_t) + 1)
 BUILD_BUG_ON(offsetof(struct usmc_counters, fallback) % sizeof(uint64_t));
 BUILD_BUG_ON(NCOUNTERS * sizeof(uint64_t) > sizeof(struct usmc_counters));
 

@@ -50,7 +50,8 @@ struct usmc_counters {
 	_Atomic uint64_t dmbs_registered;	/* DMBs handed out (2 per connection) */
 	_Atomic uint64_t dmbs_reused;		/* ... of which recycled from a link group */
 	_Atomic uint64_t late_declines;		/* declines after data was queued (moved to TCP) */
-	_Atomic uint64_t wake_bytes;		/* CLC wake bytes sent to servers waiting undecided */
+	_Atomic uint64_t wake_bytes;		/* CLC proposals sent on TCP to wake a server waiting
+					 * undecided (name of their one-byte days) */
 	_Atomic uint64_t aborts[USMC_A_MAX];	/* shared-memory connections reset, by reason */
 	_Atomic uint64_t fallback[USMC_R_MAX];	/* TCP fallbacks, by reason */
 	_Atomic uint64_t tx_full;		/* sends that found the peer's ring full */
@@ -62,6 +63,11 @@ struct usmc_counters {
 	_Atomic uint64_t doorbells_spared;	/* arms answered without a ring: the peer was awake */
 	_Atomic uint64_t doorbells_unarmed;	/* of the doorbells, rings a device dropped: the
 						 * peer had not re-armed it (dev.h progress) */
+	/* CLC messages on TCP (clc_inband.h), every type, sent and taken */
+	_Atomic uint64_t clc_msgs_tx, clc_msgs_rx;
+	/* proposals whose body went on TCP (client) / came on it (server):
+	 * a device without USMC_DEV_F_CLC_INDEX */
+	_Atomic uint64_t clc_inband_tx, clc_inband_rx;
 	/* New counters go here, last, and into NCOUNTERS (stats.c). */
 } __cacheline;
 

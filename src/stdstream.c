@@ -46,7 +46,7 @@ void usmc_stdio_leave(int fd)
 	if (!sk)
 		return;
 	if (sk->kind == SK_CONN && sk_mode(sk) != USMC_MODE_TCP) {
-		/* The client's wake byte can only go out on a connected
+		/* The client's wake message can only go out on a connected
 		 * socket: a non-blocking connect is settled first. */
 		while (sk_flag(sk, SKF_CONNECTING) &&
 		       usmc_sock_connect_done(sk, fd) == -EINPROGRESS) {
@@ -55,7 +55,7 @@ void usmc_stdio_leave(int fd)
 			sys_poll(&p, 1, -1);
 		}
 		usmc_conn_leave(sk, fd, USMC_R_STDIO);
-		/* A CLC byte still owed: stdio's reads would take it. */
+		/* A CLC message still owed: stdio's reads would take it. */
 		usmc_tcp_take_owed(sk, fd);
 	}
 	usmc_sock_put(sk);

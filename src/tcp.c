@@ -3,14 +3,15 @@
  * tcp.c - what a shared-memory connection does on its TCP socket.
  *
  * The TCP socket stays open under every connection: its FIN or RST says
- * the peer is gone, the CLC's one-byte messages (the client's wake byte, a
- * decline) travel on it, and a connection that leaves shared memory goes
+ * the peer is gone, the CLC's messages (clc_inband.h: the client's
+ * proposal when the server waits for it, the server's answer) travel on it, and a connection that leaves shared memory goes
  * on over it.  Here: looking at it (one thread of the family at a time:
  * the look token), taking the bytes owed on it that are not the
  * program's, a non-blocking connect's end, following a peer that moved
  * and moving ourselves (usmc_conn_to_tcp: the cut and its exchange; the
  * ring's bytes then go out through migrate.c's pump).
  */
+#include "clc_inband.h"
 #include "clc_proof.h"
 #include "conn.h"
 #include "fdtab.h"
@@ -28,6 +29,38 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd)
 	usmc_check_tcp_fd(sk, fd, true);
 }
 
+/* The CLC message owed to us (clc_inband.h): a server is owed the
+ * client's proposal, a declined client the server's decline. */
+static unsigned int owed_types(const struct usmc_sock *sk)
+{
+	return CLC_MSG_BIT(sk->role == 'S' ? USMC_CLC_MSG_PROPOSAL : USMC_CLC_MSG_DECLINE);
+}
+
+/*
+ * Take the owed CLC message once it is whole: 0 (nothing owed any more),
+ * or usmc_clc_msg_take's -errno.  Bytes that are no such message came
+ * from a peer that is broken or hostile: they stay for the program, as
+ * the same bytes sent as data would (it breaks only its own connection).
+ * Caller holds the TCP look.
+ */
+static int owed_take(struct usmc_sock *sk, int fd)
+{
+	struct usmc_clc_msg m;
+	int rc = usmc_clc_msg_take(fd, owed_types(sk), &m);
+
+	if (rc == -EPROTO) {
+		STAT_INC(handshake_errors);
+		usmc_dbg(1, "fd %d: the peer's CLC message does not decode: left to the program",
+			 sk->fd0);
+		rc = 0;
+	} else if (!rc) {
+		STAT_INC(clc_msgs_rx);
+	}
+	if (!rc)
+		sk_clear_flag(sk, SKF_WAKEBYTE);
+	return rc;
+}
+
 static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 {
 	char c;
@@ -41,11 +74,29 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 	if (usmc_sock_proposal_reset(sk, fd))
 		return;
 	while (!sk_flag(sk, SKF_TCP_EOF)) {
-		/* The client's wake byte comes first on TCP: a descriptor
-		 * nobody else can have reused gives it up without a look. */
-		bool take = !installed && sk_flag(sk, SKF_WAKEBYTE);
+		if (sk_mode(sk) == USMC_MODE_PROPOSED && sk->role == 'C') {
+			/* The server declined in the index before it sent the
+			 * message saying so: queued bytes follow on TCP. */
+			pthread_mutex_lock(&sk->lock);
+			usmc_migrate_declined(sk);
+			pthread_mutex_unlock(&sk->lock);
+		}
+		/* The CLC message owed comes first on TCP.  A descriptor
+		 * nobody else can have reused (not installed yet) or one
+		 * still ours is looked at for it. */
+		if (sk_flag(sk, SKF_WAKEBYTE) &&
+		    (!installed || usmc_sock_live_fd(sk, fd) == fd)) {
+			int rc = owed_take(sk, fd);
 
-		n = real.recv(fd, &c, 1, MSG_DONTWAIT | (take ? 0 : MSG_PEEK));
+			if (!rc)
+				continue;
+			if (rc == -EAGAIN || rc == -EINPROGRESS)
+				sk_peer_seen(sk);	/* not whole yet */
+			else if (rc != -EINTR && rc != -EBADF && rc != -ENOTSOCK)
+				sk_set_flag(sk, SKF_TCP_EOF);	/* FIN or RST first */
+			return;
+		}
+		n = real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			sk_peer_seen(sk);
 			return;
@@ -63,28 +114,14 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 			sk_set_flag(sk, SKF_TCP_EOF);
 			return;
 		}
-		if (take) {
-			sk_clear_flag(sk, SKF_WAKEBYTE);
-			continue;
-		}
-		if (sk_flag(sk, SKF_WAKEBYTE)) {
-			/* The client's CLC wake byte (clc.h): consume it. */
-			if (real.recv(fd, &c, 1, MSG_DONTWAIT) == 1)
-				sk_clear_flag(sk, SKF_WAKEBYTE);
-			continue;
-		}
 		if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-			bool declined = false;
-
-			/* A TCP byte on a proposed connection: the server's
-			 * decline byte (its answer is in the index, clc.h), or
-			 * the server is not taking part (a NAT, a listener we
-			 * could not see): withdraw.  Queued bytes follow on TCP. */
+			/* A TCP byte on a proposed connection, not the server's
+			 * decline (above): the server is not taking part (a
+			 * NAT, a listener we could not see): withdraw.  Queued
+			 * bytes follow on TCP. */
 			pthread_mutex_lock(&sk->lock);
-			if (usmc_migrate_declined(sk)) {
-				declined = true;
-			} else if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-				   usmc_clc_withdraw(sk->ln, &sk->local)) {
+			if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+			    usmc_clc_withdraw(sk->ln, &sk->local)) {
 				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
 				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
 				sk->migrate_end = MIGRATE_END_UNKNOWN;
@@ -92,8 +129,6 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 				usmc_dbg(1, "fd %d: proposal withdrawn, queued bytes move to TCP", fd);
 			}
 			pthread_mutex_unlock(&sk->lock);
-			if (declined)
-				continue;	/* consume the decline byte */
 			return;
 		}
 		if (sk_mode(sk) == USMC_MODE_MIGRATING) {
@@ -117,7 +152,7 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 
 /* The one thread of the family looking at TCP (tid | pid << 32), or one
  * whose holder died (a kill while looking): ours now.  Whoever consumes
- * the wake byte holds it (usmc_tcp_skip_wake too). */
+ * the wake message holds it (usmc_tcp_skip_wake too). */
 static uint64_t look_me(void)
 {
 	return (uint64_t)(uint32_t)usmc_gettid() | (uint64_t)(uint32_t)usmc_getpid() << 32;
@@ -142,7 +177,7 @@ bool usmc_tcp_look_take(struct usmc_sock *sk)
 
 /*
  * Every waiter watches the TCP socket, and what it finds there may be
- * consumed (a wake byte, a decline byte): two looking at once would take
+ * consumed (a wake message, a DECLINE message): two looking at once would take
  * one byte twice, a byte of the peer's stream.  So one looks at a time;
  * one that finds another looking leaves a mark, and the looker looks once
  * more before it lets go (news that came while it looked is not missed).
@@ -256,31 +291,28 @@ bool usmc_sock_proposal_reset(struct usmc_sock *sk, int fd)
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	ssize_t n;
-	int err;
-	char c;
+	int rc;
 
 	while (sk_flag(sk, SKF_WAKEBYTE)) {
 		bool mine = usmc_tcp_look_mine(sk);
 
-		n = -1;
-		err = EAGAIN;
+		rc = -EAGAIN;
 		if (mine || usmc_tcp_look_take(sk)) {
-			if (sk_flag(sk, SKF_WAKEBYTE)) {
-				n = real.recv(fd, &c, 1, MSG_DONTWAIT);
-				err = errno;
-				if (n == 1)
-					sk_clear_flag(sk, SKF_WAKEBYTE);
-			}
+			if (sk_flag(sk, SKF_WAKEBYTE))
+				rc = owed_take(sk, fd);
 			if (!mine)
 				usmc_tcp_look_give(sk, fd);
 		}
-		if (n == 0)
+		if (rc == -ENODATA)
 			break;		/* EOF first: the reader sees it */
-		if (n < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
-			return -err;
+		if (rc && rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR)
+			return rc;
 		if (!sk_flag(sk, SKF_WAKEBYTE))
 			break;
+		/* Part of it came: the rest is one segment behind (a peer
+		 * that never sends it must not make us spin on POLLIN). */
+		if (rc == -EINPROGRESS)
+			sys_poll(NULL, 0, 1);
 		if (nonblock)
 			return -EAGAIN;
 		/* Another thread may hold the look: look again soon. */
@@ -292,8 +324,8 @@ int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock)
 
 /*
  * Owed bytes (sk_owes_bytes) are on their way: each flag is set only once
- * the peer is committed to send them (its wake byte after PROPOSED+W, the
- * server's decline byte after DECLINED, a leaver's ring from its published
+ * the peer is committed to send them (its wake message after PROPOSED+W, the
+ * server's DECLINE message after DECLINED, a leaver's ring from its published
  * point).  Wait for them here when the next reader will not skip them:
  * a process the socket is handed to, a new image without libusmc, glibc's
  * stdio, whose reads are its own (stdstream.c).  A peer that ends or
@@ -442,7 +474,7 @@ static int leave_exchange(struct usmc_sock *sk, int fd, uint64_t from, uint64_t 
 		if (rc && rc != -EAGAIN && rc != -EINTR)
 			return rc;
 		/* Still owed with nothing to wait for (0): the peer's EOF came
-		 * before its wake byte, which never will; readers see EOF. */
+		 * before its wake message, which never will; readers see EOF. */
 		if (from == end && (!sk_flag(sk, SKF_WAKEBYTE) || !rc) &&
 		    !sk_flag(sk, SKF_TCP_DUP))
 			return 0;
@@ -553,7 +585,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 	cdc_prod_flags(sk->tx_p, CDC_F_MIGFROM, memory_order_release);
 	usmc_family_unlock(&sk->sh->rx_lock);
 	usmc_family_unlock(&sk->sh->tx_lock);
-	/* The peer counts on exactly one wake byte before any TCP data. */
+	/* The peer counts on exactly one wake message before any TCP data. */
 	if (sk->role == 'C')
 		usmc_client_send_wake(sk, fd);
 	usmc_ring_peer(sk);
@@ -578,7 +610,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 
 /*
  * The server declined our proposal in the CLC index (it could not take the
- * connection; clc.h): queued bytes move to TCP, and the decline byte the
+ * connection; clc.h): queued bytes move to TCP, and the DECLINE message the
  * server sent after it is not the application's.  Caller holds sk->lock.
  */
 int usmc_migrate_declined(struct usmc_sock *sk)
@@ -590,7 +622,7 @@ int usmc_migrate_declined(struct usmc_sock *sk)
 	r = usmc_clc_declined(sk->ln, &sk->local);
 	if (!r)
 		return 0;
-	sk_set_flag(sk, SKF_WAKEBYTE | SKF_DECLINED);
+	sk_set_flag(sk, SKF_WAKEBYTE | SKF_DECLINED);	/* and its DECLINE on TCP */
 	STAT_INC(late_declines);
 	usmc_conn_uncount(sk);
 	STORE_RELAXED(&sk->sh->reason, (uint32_t)r);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tcp.h - what a connection does on its TCP socket beside the rings
- * (tcp.c): looking at it, the CLC bytes owed on it, a connect's end, and
+ * (tcp.c): looking at it, the CLC messages owed on it, a connect's end, and
  * moving to it.
  */
 #ifndef USMC_TCP_H
@@ -24,7 +24,7 @@ void usmc_check_tcp(struct usmc_sock *sk, int fd);
  * (accept), so nobody can have closed or reused it. */
 void usmc_check_tcp_fd(struct usmc_sock *sk, int fd, bool installed);
 
-/* TCP-mode server after a late decline: drop the client's wake byte. */
+/* TCP-mode server after a late decline: drop the client's wake message. */
 int usmc_tcp_skip_wake(struct usmc_sock *sk, int fd, bool nonblock);
 /* The same, waiting for what is owed: before the descriptor goes where
  * reads bypass usmc (another process, an image without libusmc, stdio). */

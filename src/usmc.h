@@ -24,7 +24,7 @@
 #include <time.h>
 
 #define USMC_VERSION_STR	"0.1.0"
-#define USMC_PROTO_VERSION	14	/* shared-memory format generation */
+#define USMC_PROTO_VERSION	15	/* shared-memory format generation */
 
 /*
  * The runtime directory's shared files carry the format in their names, so

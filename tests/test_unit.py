@@ -130,8 +130,14 @@ COPY_SKIP = {
 #   copy: KNOWN BUG, an echo written around a fork that moves the
 #   connection to TCP was lost once in ten runs on a loaded machine
 #   (docs/design.md Limits).
+# listener_queued (a listener handed to a program without libusmc while a
+# client's proposal waits in its accept queue):
+#   copy: KNOWN LIMIT of proposals sent on TCP (src/clc_inband.h): the
+#   client's PROPOSAL is already in the stream the plain program accepts and
+#   reads (docs/design.md Limits).
 KNOWN_BUGS = {
     "t_epoll_threads": {"fork_during": ("tsan", "copy")},
+    "t_handover": {"listener_queued": ("copy",)},
 }
 # Whole programs about connections split between processes by fork.
 COPY_SKIP_PROGRAMS = {

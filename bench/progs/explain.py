@@ -249,7 +249,7 @@ WHY = {
     "nginx-close": "One connection per request: socket, connect, accept4, close and the "
                    "TCP handshake dominate, and usmc keeps all of them (the TCP connection "
                    "stays open beside the rings); on top of that come the CLC proposal "
-                   "and answer in shared memory (a wake byte on TCP only when the server "
+                   "and answer in shared memory (a wake message on TCP only when the server "
                    "accepted before the proposal), link-group slot reuse and "
                    "the epoll translation of a new socket.",
 }

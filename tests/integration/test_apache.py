@@ -7,7 +7,7 @@ default on Linux): the kernel completes accept() only once the client sent
 data on TCP.  A proposed usmc client sends its request through the ring, so
 apache never accepted it and every client hung (curl: 0 bytes, wrk: 0
 requests).  A listener with the option now makes its clients send the CLC
-wake byte always (clc.h `wake_always`); test_tcp_options.py shows it without
+wake message always (clc.h `wake_always`); test_tcp_options.py shows it without
 apache.
 
 Apache started as root switches its children to `User www-data`; those

@@ -20,6 +20,10 @@ COUNTER_FIELDS = (
     "doorbells", "sleeps", "spin_hits", "lgr_created", "lgr_attached",
     "dmbs_registered", "dmbs_reused", "late_declines", "wake_bytes",
 )
+# The counters after doorbells_unarmed, in their order (src/stats.h), with
+# the values the layout check writes.
+LAST_COUNTERS = {"clc_msgs_tx": 4545, "clc_msgs_rx": 4646, "clc_inband_tx": 4747,
+                 "clc_inband_rx": 4848}
 CONN_FIELDS = {"pid": int, "fd": int, "role": str, "local": str, "peer": str, "mode": str,
                "tx_bytes": int, "rx_bytes": int}
 ADDR = re.compile(r"^(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:.]+\]):\d+$")
@@ -272,6 +276,8 @@ TEXT_COUNTERS = (
     (r"rings: (\d+) bytes given back by idle connections", ("ring_given_back",)),
     (r"doorbells: (\d+) spared \(the peer was awake\), (\d+) dropped \(not re-armed\)",
      ("doorbells_spared", "doorbells_unarmed")),
+    (r"clc messages on tcp: (\d+) sent, (\d+) taken; in-band proposals: (\d+) sent, (\d+) taken",
+     ("clc_msgs_tx", "clc_msgs_rx", "clc_inband_tx", "clc_inband_rx")),
 )
 
 
@@ -332,6 +338,8 @@ def test_stat_text_matches_json(rundir):
         f.write(struct.pack("<Q", 4242))
         f.write(struct.pack("<Q", 4343))     # doorbells_spared, right after
         f.write(struct.pack("<Q", 4444))     # doorbells_unarmed, after that
+        for v in LAST_COUNTERS.values():     # the CLC message counters
+            f.write(struct.pack("<Q", v))
     st = rundir.stat()
     check_stat_json(st, rundir)
     # The layout assumed above is the real one: JSON shows what was written.
@@ -339,6 +347,7 @@ def test_stat_text_matches_json(rundir):
     assert st["ring_given_back"] == 4242, h.fmt_stat(st)
     assert st["doorbells_spared"] == 4343, h.fmt_stat(st)
     assert st["doorbells_unarmed"] == 4444, h.fmt_stat(st)
+    assert {f: st[f] for f in LAST_COUNTERS} == LAST_COUNTERS, h.fmt_stat(st)
     assert sorted(st["aborts"].values()) == sorted(aborts.values()), st["aborts"]
     assert sorted(st["tcp_fallback"].values()) == sorted(fallback.values()), st["tcp_fallback"]
 
@@ -350,7 +359,9 @@ def test_stat_text_matches_json(rundir):
     assert got.get("ring_given_back") == 4242, text
     assert got.get("doorbells_spared") == 4343, text
     assert got.get("doorbells_unarmed") == 4444, text
-    assert set(got) == set(COUNTER_FIELDS) | {"tcp_fallback", "aborts", "ring_given_back",
-                                              "doorbells_spared", "doorbells_unarmed"}, text
+    assert {f: got.get(f) for f in LAST_COUNTERS} == LAST_COUNTERS, text
+    assert set(got) == set(COUNTER_FIELDS) | set(LAST_COUNTERS) | {
+        "tcp_fallback", "aborts", "ring_given_back", "doorbells_spared",
+        "doorbells_unarmed"}, text
     assert got["tcp_fallback"] == st["tcp_fallback"], text
     assert got["aborts"] == st["aborts"], text

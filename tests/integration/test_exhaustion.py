@@ -210,7 +210,7 @@ def test_decline_half_closed_client(rundir, procs, rscripts, point):
     in the ring; its FIN follows the bytes it moves to TCP): the server must
     not take the client's later FIN for a close with bytes lost
     (accept.c server_decline looks for a hang-up before answering), and
-    the decline byte is never read as data (interpose_io.c sk_rx).  Racy,
+    the DECLINE message is never read as data (interpose_io.c sk_rx).  Racy,
     so: 25 rounds of 6 connections."""
     senv = rundir.env(debug=True, USMC_FAULT=point)
     cenv = rundir.env(debug=True)

@@ -142,7 +142,7 @@ def test_plain_server_sees_exact_bytes_from_usmc_client(rundir, procs, scripts, 
 @pytest.mark.timeout(120, method="signal")
 def test_plain_server_sees_same_http_request_from_usmc_curl(rundir, procs, scripts, tmp_path):
     """The request a usmc curl sends must equal, byte for byte, the one the
-    same curl sends without usmc (no wake byte, nothing extra)."""
+    same curl sends without usmc (no wake message, nothing extra)."""
     recorded = {}
     port = None
     for usmc in (False, True):

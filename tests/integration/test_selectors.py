@@ -7,7 +7,7 @@ must show every connection on shared memory.
                   connections one after another: a ready connection's recv
                   never raises EAGAIN
   echo_undecided  the same, with every client's proposal late (the server
-                  accepts undecided and the client sends the CLC wake byte)
+                  accepts undecided and the client sends the CLC wake message)
                   and a pause between connect and the first byte: the wake
                   byte must not show as readable
 """
@@ -113,5 +113,5 @@ def test_echo_undecided(rundir, procs, tmp_path, usmc):
     if usmc:
         st = rundir.settle(h.accel_pred(n))
         h.assert_accelerated(st, clients=n, diag=diag)
-        # Every server accepted undecided: each client sent a wake byte.
+        # Every server accepted undecided: each client sent a wake message.
         assert st["wake_bytes"] == n, h.fmt_stat(st)

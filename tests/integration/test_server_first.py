@@ -54,7 +54,7 @@ print("got", c.recv(100).decode(), flush=True)
 @pytest.mark.timeout(120, method="signal")
 @pytest.mark.parametrize("order", ["proposal-first", "accept-first"])
 def test_wake_byte_only_for_a_waiting_server(rundir, procs, tmp_path, order):
-    """The client sends its CLC wake byte only when the server accepted the
+    """The client sends its CLC wake message only when the server accepted the
     connection undecided and waits on TCP (clc.h: WAIT, +W).  A proposal
     posted before accept() finds the server needs none.  The late case
     (USMC_FAULT=late: the proposal 50 ms after the SYN) would hang without

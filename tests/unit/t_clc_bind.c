@@ -37,6 +37,11 @@
  *                   (unbound: the client end never proposed), and send no
  *                   decline byte the plain client would read.
  *
+ * On a device whose proposals travel on TCP (clc_inband.h, the copy
+ * build) the index entry names nothing: the forged_answer thieves find a
+ * proposal with no link group to answer in, and the server accepts the
+ * client (SMCD) from the body only it received.
+ *
  * With the library before clc_bind.c the client read the thief's reply, or
  * hung (SIGALRM).  Skips (77) when not accelerating.
  */
@@ -194,7 +199,9 @@ static void forge_address(struct usmc_reg_listener *l)
 
 /* Wait for the client's proposal in index id, for client port cport; take
  * it out of the index if asked; answer accept in its control block and
- * put a reply of our own in its ring.  false when no proposal came. */
+ * put a reply of our own in its ring ('S').  false when no proposal came.
+ * On a device whose proposals travel on TCP (clc_inband.h) the entry names
+ * no link group to answer in: say so ('B') and leave it. */
 static bool steal(int sv, uint64_t id, uint16_t cport, bool consume)
 {
 	struct usmc_clc_entry *e = NULL;
@@ -220,6 +227,13 @@ static bool steal(int sv, uint64_t id, uint16_t cport, bool consume)
 	}
 	if (!e)
 		return false;
+	if (t_clc_inband()) {
+		if (e->lgr_id || e->slot || e->gen || e->version != USMC_CLC_INBAND)
+			t_fail("thief: an in-band proposal's entry names link group %016llx slot %u",
+			       (unsigned long long)e->lgr_id, e->slot);
+		t_sync_send(sv, "B", 1);
+		return true;
+	}
 	if (consume && !atomic_compare_exchange_strong(&e->word, &w, 0))
 		t_fail("thief: the proposal moved under us");
 	snprintf(name, sizeof(name), "lg-%016llx/mem", (unsigned long long)e->lgr_id);
@@ -454,8 +468,10 @@ static void scenario(int s)
 	cport = t_sock_port(fd, false);
 	t_sync_send(sv[0], &cport, sizeof(cport));
 	/* The forged answer is in place before the client sends or reads,
-	 * and the server accepts only after the client looked at it. */
-	if (!record_forged(s) && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'S'))
+	 * and the server accepts only after the client looked at it.  An
+	 * in-band proposal gives the thief nothing to answer with. */
+	if (!record_forged(s) && (!t_sync_recv(sv[0], &verdict, 1) ||
+				  verdict != (t_clc_inband() ? 'B' : 'S')))
 		t_fail("%s: the thief found no proposal to answer", names[s]);
 	t_send_pat(fd, PAT_REQ, REQ_LEN);
 	p.fd = fd;
@@ -467,9 +483,15 @@ static void scenario(int s)
 	}
 	t_recv_pat(fd, PAT_REPLY, REQ_LEN);	/* the server's reply, not the thief's */
 	t_fd_state(fd, m, why, sizeof(m));
-	if (strcmp(m, "TCP") || strcmp(why, "unbound"))
+	if (!record_forged(s) && t_clc_inband()) {
+		/* Only the server could read the proposal: it accepted. */
+		if (strcmp(m, "SMCD"))
+			t_fail("%s: in-band: the client's connection is %s (%s), expected SMCD",
+			       names[s], m, why);
+	} else if (strcmp(m, "TCP") || strcmp(why, "unbound")) {
 		t_fail("%s: the client's connection is %s (%s), expected TCP (unbound)", names[s],
 		       m, why);
+	}
 	if (record_forged(s) && (!t_sync_recv(sv[0], &verdict, 1) || verdict != 'N'))
 		t_fail("%s: the client proposed to the thief", names[s]);
 	close(fd);
@@ -479,7 +501,7 @@ static void scenario(int s)
 		t_fail("%s: the server did not get the request whole (status %#x)", names[s], st);
 	t_wait_child(thief, "thief");
 	close(sv[0]);
-	if (t_fallbacks("unbound") <= before)
+	if ((record_forged(s) || !t_clc_inband()) && t_fallbacks("unbound") <= before)
 		t_fail("%s: no unbound fallback counted", names[s]);
 	printf("%s: the request reached the server, the reply came from it\n", names[s]);
 }

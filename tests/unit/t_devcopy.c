@@ -37,6 +37,13 @@
  *               kick finds the doorbell not re-armed and is dropped
  *               (doorbells_unarmed, once per round), and the server, let
  *               go, reads both bytes.
+ *   inband      proposals travel on TCP (clc_inband.h): connections made
+ *               both ways round (connect before accept, and a server
+ *               already inside accept()) are accepted from bodies that
+ *               came on TCP (clc_inband_tx/_rx count each once), their
+ *               bytes arrive whole, and no entry of any listener index in
+ *               the runtime directory names a link group: a process that
+ *               reads the index learns nothing to answer with.
  *   two_sleepers two threads asleep in epoll_wait on one instance, over
  *               two connections of one link group: a byte on the first
  *               wakes one thread, which keeps it (blocks elsewhere); a
@@ -44,7 +51,12 @@
  *               the first took left the doorbell unarmed, and the second
  *               slept through the ring until the first came back).
  */
+#include "clc.h"
+
 #include "t_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
 
 #include <pthread.h>
 #include <poll.h>
@@ -533,6 +545,117 @@ static void check_two_sleepers(void)
 	t_smc_pairs += 2;
 }
 
+/* The runtime directory the tests run in. */
+static const char *rundir(void)
+{
+	const char *e = getenv("USMC_RUNDIR");
+	static char buf[PATH_MAX];
+
+	if (e && *e)
+		return e;
+	snprintf(buf, sizeof(buf), "/dev/shm/usmc-%u", (unsigned int)geteuid());
+	return buf;
+}
+
+/* Entries of the listener indexes in the runtime directory that name a
+ * link group (only the parts backed are read: SEEK_DATA), and how many
+ * entries were read. */
+static long long named_entries(long long *read_entries)
+{
+	DIR *d = opendir(rundir());
+	long long named = 0;
+	struct dirent *de;
+
+	t_assert(d != NULL, "%s: %s", rundir(), strerror(errno));
+	*read_entries = 0;
+	while ((de = readdir(d))) {
+		const off_t base = (off_t)offsetof(struct usmc_clc_index, e);
+		struct usmc_clc_entry e;
+		char path[PATH_MAX + 256];
+		off_t at = base, hole;
+		int fd;
+
+		if (strncmp(de->d_name, "ln-", 3))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", rundir(), de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;	/* closed meanwhile */
+		while ((at = lseek(fd, at, SEEK_DATA)) >= 0) {
+			hole = lseek(fd, at, SEEK_HOLE);
+			if (at < base)
+				at = base;
+			at -= (at - base) % (off_t)sizeof(e);
+			for (; at < hole; at += (off_t)sizeof(e)) {
+				if (pread(fd, &e, sizeof(e), at) != (ssize_t)sizeof(e))
+					break;
+				++*read_entries;
+				if (e.lgr_id || e.slot || e.gen || e.uid || e.pid)
+					named++;
+			}
+		}
+		close(fd);
+	}
+	closedir(d);
+	return named;
+}
+
+struct acceptor {
+	int lfd, fd;
+};
+
+static void *accept_thread(void *p)
+{
+	struct acceptor *a = p;
+
+	a->fd = t_accept(a->lfd);
+	return NULL;
+}
+
+#define INBAND_PAIRS	8
+
+static void check_inband(void)
+{
+	long long tx0 = t_stat_counter("clc_inband_tx"), rx0 = t_stat_counter("clc_inband_rx");
+	long long entries, named;
+	struct acceptor a;
+	pthread_t t;
+	uint16_t port;
+	int lfd = t_listen(&port), c[INBAND_PAIRS + 1], s[INBAND_PAIRS + 1], i;
+
+	for (i = 0; i < INBAND_PAIRS; i++) {
+		t_pair_on(lfd, port, &c[i], &s[i]);
+		t_xfer(c[i], s[i], "in-band, connect first");
+	}
+	/* The server waits inside accept() before the client connects: the
+	 * client's proposal lands on its WAIT mark. */
+	a.lfd = lfd;
+	t_assert(!pthread_create(&t, NULL, accept_thread, &a));
+	t_msleep(50);
+	c[i] = t_connect(port);
+	t_assert(!pthread_join(t, NULL));
+	s[i] = a.fd;
+	t_xfer(c[i], s[i], "in-band, accept first");
+	for (i = 0; i <= INBAND_PAIRS; i++) {
+		t_xfer(s[i], c[i], "in-band, back");
+		t_assert_smc(c[i]);
+		t_assert_smc(s[i]);
+	}
+	named = named_entries(&entries);
+	t_assert(entries >= INBAND_PAIRS && named == 0,
+		 "%lld of %lld index entries read name a link group", named, entries);
+	t_assert(t_stat_counter("clc_inband_tx") - tx0 == INBAND_PAIRS + 1 &&
+		 t_stat_counter("clc_inband_rx") - rx0 == INBAND_PAIRS + 1,
+		 "in-band proposals: %lld sent, %lld taken, of %d connections",
+		 t_stat_counter("clc_inband_tx") - tx0, t_stat_counter("clc_inband_rx") - rx0,
+		 INBAND_PAIRS + 1);
+	for (i = 0; i <= INBAND_PAIRS; i++) {
+		close(c[i]);
+		close(s[i]);
+	}
+	close(lfd);
+}
+
 static const struct t_check checks[] = {
 	{ "stream", check_stream },
 	{ "fork", check_fork },
@@ -542,6 +665,7 @@ static const struct t_check checks[] = {
 	{ "vfork_exec", check_vfork_exec },
 	{ "rearm", check_rearm },
 	{ "two_sleepers", check_two_sleepers },
+	{ "inband", check_inband },
 };
 
 int main(int argc, char **argv)

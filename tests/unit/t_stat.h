@@ -196,6 +196,13 @@ static T_UNUSED bool t_unshared(void)
 	return u && u[0] == '1';
 }
 
+/* The build's device carries the CLC proposal and answer on TCP (no
+ * USMC_DEV_F_CLC_INDEX, src/dev.h): the copy device's builds. */
+static T_UNUSED bool t_clc_inband(void)
+{
+	return t_unshared();
+}
+
 static T_UNUSED long long t_unshared_moves(const struct t_stats *now, const struct t_stats *before)
 {
 	long long u, p;
