@@ -177,11 +177,13 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
  * PROPOSED it is on its way.  0 with p filled, or with p->inband_fail set
  * when it cannot be had (the proposal is then declined); USMC_CLC_PENDING
  * while it is not whole (how: CLC_PEEK) or did not come in time (at
- * accept: we stay undecided, and it wakes us).  At accept and deciding we
- * wait for it as for a client still inside connect() (clc.h), so that a
- * server decides at accept() as on loopback; one that does not come by
- * then (a client stopped in between) leaves a deciding server to decline
- * it, and skip it when it comes.
+ * accept: we stay undecided, and it wakes us).  At accept we wait for it
+ * briefly (the client sends it right after its compare-and-swap, or once
+ * its non-blocking connect is seen done), so that a server usually decides
+ * at accept() as on loopback; deciding, as for a client still inside
+ * connect() (clc.h): one that does not come by then (a client stopped in
+ * between, or a client whose program has not looked at its connect yet)
+ * is declined, and skipped when it comes.
  */
 static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 {
@@ -222,7 +224,7 @@ static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 			return USMC_CLC_PENDING;
 		now = usmc_now_ns();
 		if (!deadline)
-			deadline = now + CLC_DECIDE_WAIT_NS;
+			deadline = now + (how == CLC_DECIDE ? CLC_DECIDE_WAIT_NS : CLC_INBAND_ACCEPT_WAIT_NS);
 		if (now >= deadline) {
 			if (how != CLC_DECIDE)
 				return USMC_CLC_PENDING;

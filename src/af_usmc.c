@@ -185,6 +185,19 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	if (!rc) {
 		usmc_connect_check_done(sk);
 		usmc_client_send_wake(sk, fd);
+	} else if (sk_flag(sk, SKF_WAKE_SEND)) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+		/* Our PROPOSAL is due once connected, and the server may wait
+		 * for it (at accept, or when it acts): on loopback the
+		 * handshake is usually over already, so send it now rather
+		 * than when the program next looks at the socket (a reactor
+		 * that is also the server would make its own accept wait).
+		 * The connect itself stays the program's to see complete. */
+		if (real.poll(&p, 1, 0) == 1 && p.revents == POLLOUT) {
+			usmc_connect_check_done(sk);
+			usmc_client_send_wake(sk, fd);
+		}
 	}
 	errno = err;
 	return rc;

@@ -273,6 +273,7 @@ enum {
 };
 #define CLC_ACCEPT_WAIT_NS	30000ULL
 #define CLC_DECIDE_WAIT_NS	1000000000ULL	/* only a client stopped inside connect() */
+#define CLC_INBAND_ACCEPT_WAIT_NS 2000000ULL	/* accept(): an in-band body on its way */
 #define CLC_HALF_WRITTEN_NS	20000000ULL	/* an announcement left half written: dead writer */
 
 /* Server: 0 with *p filled: the proposal stays posted until the server

@@ -93,6 +93,12 @@ void usmc_connect_check_done(struct usmc_sock *sk)
 	int reason = 0;
 
 	pthread_mutex_lock(&sk->lock);
+	/* Once per connect: af_usmc.c may check a non-blocking one early. */
+	if (sk->connect_checked) {
+		pthread_mutex_unlock(&sk->lock);
+		return;
+	}
+	sk->connect_checked = true;
 	if (sk_mode(sk) == USMC_MODE_PROPOSED) {
 		reason = !usmc_route_proven(sk, sk->route_ns) ? USMC_R_UNCERTAIN :
 			 !server_end_marked(sk, USMC_BIND_LISTENER, &pending) ? USMC_R_UNBOUND :

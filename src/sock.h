@@ -184,6 +184,7 @@ struct usmc_sock {
 	uint64_t route_ns;		/* client: the listener's namespace when not ours,
 					 * until the route to it is proven (af_usmc.c) */
 	bool accept_proven;		/* client: the server end said it decided (clc_proof.c) */
+	bool connect_checked;		/* client: usmc_connect_check_done ran */
 	bool clc_inband;		/* client: the proposal's body travels on TCP
 					 * (clc_inband.h): no USMC_DEV_F_CLC_INDEX */
 	bool st_handed;			/* sent to a process that adopts it (scm_send.c): it

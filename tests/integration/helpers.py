@@ -40,6 +40,13 @@ SMCD_LOG = b"SMC-D copy (" if UNSHARED else b"SMC-D loopback ("
 DEVICE = "copy" if UNSHARED else "loopback"
 
 
+def proposals_on_tcp(st):
+    """PROPOSALs clients sent on TCP (src/clc_inband.h): on loopback the
+    wakes of servers that accepted first (wake_bytes); on a device whose
+    proposals always travel there (UNSHARED: the copy device), every one."""
+    return st["wake_bytes"] + st.get("clc_inband_tx", 0)
+
+
 def child_reason(reason):
     """The reason a connection gets where a forked or exec'd child moves it
     to TCP (stdio, sandboxed): on a device without sharing, the fork before

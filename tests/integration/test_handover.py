@@ -209,6 +209,9 @@ def _ssa_run(procs, rundir, tmp_path, mode, usmc, n):
 @pytest.mark.timeout(300, method="signal")
 @pytest.mark.parametrize("mode", ["listen", "inetd", "listen_plain_daemon"])
 def test_socket_activate(rundir, procs, tmp_path, mode):
+    if mode == "listen_plain_daemon" and h.UNSHARED:
+        pytest.skip("known limit of proposals sent on TCP (the copy device): a queued "
+                    "client's PROPOSAL reaches the plain daemon (docs/design.md Limits)")
     n = 8
     plain, _ = _ssa_run(procs, rundir, tmp_path, mode, usmc=False, n=n)
     assert plain == "OK %d/%d" % (n, n), plain

@@ -114,4 +114,4 @@ def test_echo_undecided(rundir, procs, tmp_path, usmc):
         st = rundir.settle(h.accel_pred(n))
         h.assert_accelerated(st, clients=n, diag=diag)
         # Every server accepted undecided: each client sent a wake message.
-        assert st["wake_bytes"] == n, h.fmt_stat(st)
+        assert h.proposals_on_tcp(st) == n, h.fmt_stat(st)

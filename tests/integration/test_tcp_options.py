@@ -96,7 +96,7 @@ def test_defer_accept(rundir, procs, tmp_path, usmc, when):
     if usmc:
         st = rundir.settle(h.accel_pred(3))
         h.assert_accelerated(st, clients=3, diag=server.diag())
-        assert st["wake_bytes"] == 3, h.fmt_stat(st)
+        assert h.proposals_on_tcp(st) == 3, h.fmt_stat(st)
 
 
 TFO_SCRIPT = PINGPONG + r"""
