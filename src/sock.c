@@ -112,6 +112,8 @@ struct usmc_sock *usmc_sock_wrap(int fd, int kind, struct usmc_sock_sh *sh,
 	sk->migrate_end = MIGRATE_END_UNKNOWN;
 	sk->route_ns = 0;
 	sk->accept_proven = false;
+	sk->connect_checked = false;
+	sk->clc_inband = false;
 	sk->lst = NULL;
 	sk->reg_idx = -1;
 	memset(&sk->bound, 0, sizeof(sk->bound));

@@ -131,6 +131,12 @@ def home():
 
 @pytest.mark.timeout(180, method="signal")
 def test_dovecot_default_limits(rundir, procs, home):
+    if h.UNSHARED:
+        # As t_aslimit's budget checks (tests/test_unit.py COPY_SKIP): the
+        # copy device maps each link group twice, which lgr.c counts
+        # against imap-login's address-space limit but does not size link
+        # groups for, so every attach is refused (limit_reached).
+        pytest.skip("the copy device's second mapping is not sized for an address-space limit")
     uid, gid = dovenull()
     os.chown(rundir.path, uid, gid)
 
