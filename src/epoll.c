@@ -142,7 +142,12 @@ static void kernel_bell_drop(int epfd, struct usmc_epreg *r)
 	struct usmc_lgr *l = r->bell_lg;
 	int bell;
 
-	if (!r->bell || !l) {
+	/* An instance we inherited at a fork is our parent's too (one kernel
+	 * instance): its entries stay as they are for it, as the kernel keeps
+	 * a file's entry until its last descriptor closes.  An event one of
+	 * them brings us later names a record we freed: ep_reg_from_data
+	 * drops it by its generation. */
+	if (!r->bell || !l || r->ep->forked) {
 		r->bell = false;
 		ep_lg_leave(r);
 		return;
@@ -318,6 +323,7 @@ void usmc_epoll_after_fork(void)
 	ep_lock_reinit();
 	for (e = ep_fds; e; e = e->next) {
 		e->ep->waiters = 0;
+		e->ep->forked = true;
 		ep_sleep_after_fork(e->ep);
 	}
 }

@@ -112,6 +112,8 @@ struct usmc_ep {
 	struct ep_lg *lgs;		/* link groups its records use */
 	int sleeping;			/* threads about to sleep or asleep */
 	bool ordered;			/* counts asleep all the time (epoll_sleep.c) */
+	bool forked;			/* inherited at a fork: the kernel instance is
+					 * shared with the parent (epoll.c) */
 	/* Kernel waits begun, and the latest of them that emptied the
 	 * kernel's ready list (fewer events than room): a TCP entry added
 	 * before that one has no news the kernel has not told us. */

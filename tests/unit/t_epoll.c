@@ -16,6 +16,8 @@
  *   early        registered before connect(): EPOLLOUT on completion, then
  *                data, and the connection ends up on shared memory
  *   fork         an epoll fd inherited by a child that waits on it
+ *   fork_close   a child closes its copies of a connection the parent's
+ *                (shared) epoll instance watches: the parent still wakes
  *   dup_close    close of one of two descriptors of a registered socket:
  *                the registration stays with the open description
  *   del_add      EPOLL_CTL_DEL then ADD, over and over (event loops do it
@@ -507,6 +509,41 @@ static void check_fork(void)
 	close(s);
 }
 
+/* A child of the process closes its copy of a connection the parent's
+ * epoll instance watches, and exits: the parent, asleep in epoll_wait on
+ * the instance (one kernel instance, shared with the child), still wakes
+ * for the peer's bytes.  The child's close must not take entries of that
+ * instance away from the parent: the kernel removes a file's entry only
+ * when its last descriptor closes. */
+static void check_fork_close(void)
+{
+	int c, s, ep = ep_new();
+	struct writer w;
+	pthread_t t;
+	pid_t pid;
+	char b;
+
+	t_pair_smc(&c, &s);
+	w = (struct writer){ .fd = c, .ms = 200, .byte = "L" };
+	ep_add(ep, s, EPOLLIN, 52);
+	expect_none(ep);
+	pid = t_fork_helper();
+	if (pid == 0) {
+		close(s);
+		close(c);
+		_exit(0);
+	}
+	t_wait_child(pid, "closing child");
+	t_assert(!pthread_create(&t, NULL, late_write, &w));
+	expect_one(ep, EV_MS, 52, EPOLLIN);
+	t_assert(!pthread_join(t, NULL));
+	t_read_all(s, &b, 1);
+	t_assert(b == 'L', "read %#x", b);
+	close(ep);
+	close(c);
+	close(s);
+}
+
 static void check_dup_close(void)
 {
 	int c, s, d, ep = ep_new();
@@ -754,6 +791,7 @@ static const struct t_check checks[] = {
 	{ "nested", check_nested },
 	{ "early", check_early },
 	{ "fork", check_fork },
+	{ "fork_close", check_fork_close },
 	{ "dup_close", check_dup_close },
 	{ "del_add", check_del_add },
 	{ "pwait", check_pwait },
