@@ -59,17 +59,6 @@
 #define PAT_REPLY	8
 #define PAT_FORGED	9
 
-static const char *rundir(void)
-{
-	const char *e = getenv("USMC_RUNDIR");
-	static char buf[PATH_MAX];
-
-	if (e && *e)
-		return e;
-	snprintf(buf, sizeof(buf), "/dev/shm/usmc-%u", (unsigned int)geteuid());
-	return buf;
-}
-
 static void *map_file(const char *name, size_t *len)
 {
 	char path[PATH_MAX];
@@ -77,7 +66,7 @@ static void *map_file(const char *name, size_t *len)
 	void *p;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", rundir(), name);
+	snprintf(path, sizeof(path), "%s/%s", t_rundir(), name);
 	fd = t_ok(open(path, O_RDWR | O_CLOEXEC));
 	t_ok(fstat(fd, &st));
 	*len = (size_t)st.st_size;
@@ -247,7 +236,7 @@ static bool steal(int sv, uint64_t id, uint16_t cport, bool consume)
 	memcpy(ring, reply, sizeof(reply));
 	atomic_store(&c->s2c_p.prod, sizeof(reply));
 	atomic_store(&c->s.answer, CDC_ANSWER(e->gen, CDC_ANS_ACCEPT, 0));
-	snprintf(name, sizeof(name), "%s/lg-%016llx/c", rundir(), (unsigned long long)e->lgr_id);
+	snprintf(name, sizeof(name), "%s/lg-%016llx/c", t_rundir(), (unsigned long long)e->lgr_id);
 	bell = open(name, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (bell >= 0 && write(bell, &b, 1) < 0 && errno != EAGAIN)
 		t_fail("thief: doorbell: %s", strerror(errno));

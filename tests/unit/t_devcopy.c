@@ -545,28 +545,16 @@ static void check_two_sleepers(void)
 	t_smc_pairs += 2;
 }
 
-/* The runtime directory the tests run in. */
-static const char *rundir(void)
-{
-	const char *e = getenv("USMC_RUNDIR");
-	static char buf[PATH_MAX];
-
-	if (e && *e)
-		return e;
-	snprintf(buf, sizeof(buf), "/dev/shm/usmc-%u", (unsigned int)geteuid());
-	return buf;
-}
-
 /* Entries of the listener indexes in the runtime directory that name a
  * link group (only the parts backed are read: SEEK_DATA), and how many
  * entries were read. */
 static long long named_entries(long long *read_entries)
 {
-	DIR *d = opendir(rundir());
+	DIR *d = opendir(t_rundir());
 	long long named = 0;
 	struct dirent *de;
 
-	t_assert(d != NULL, "%s: %s", rundir(), strerror(errno));
+	t_assert(d != NULL, "%s: %s", t_rundir(), strerror(errno));
 	*read_entries = 0;
 	while ((de = readdir(d))) {
 		const off_t base = (off_t)offsetof(struct usmc_clc_index, e);
@@ -577,7 +565,7 @@ static long long named_entries(long long *read_entries)
 
 		if (strncmp(de->d_name, "ln-", 3))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", rundir(), de->d_name);
+		snprintf(path, sizeof(path), "%s/%s", t_rundir(), de->d_name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;	/* closed meanwhile */

@@ -120,17 +120,6 @@ static int round_class(int r)
 
 /* ---- the hostile process ------------------------------------------------- */
 
-static const char *rundir(void)
-{
-	static char buf[PATH_MAX];
-	const char *e = getenv("USMC_RUNDIR");
-
-	if (e && *e)
-		return e;
-	snprintf(buf, sizeof(buf), "/dev/shm/usmc-%u", (unsigned int)geteuid());
-	return buf;
-}
-
 /* A connection's link group and slot, from `usmc stat --json` (lgr 0:
  * not listed, or listed without one). */
 static void find_conn(pid_t pid, int fd, uint64_t *lgr, uint32_t *slot)
@@ -171,7 +160,7 @@ static void hostile_map(struct hostile *h)
 		find_conn(h->victim.pid, h->victim.fd, &lgr, &slot);
 	if (!lgr)
 		t_fail("hostile: neither end lists a link group for the connection");
-	snprintf(path, sizeof(path), "%s/lg-%016llx/mem", rundir(), (unsigned long long)lgr);
+	snprintf(path, sizeof(path), "%s/lg-%016llx/mem", t_rundir(), (unsigned long long)lgr);
 	h->mem_fd = t_ok(open(path, O_RDWR | O_CLOEXEC));
 	t_ok(fstat(h->mem_fd, &st));
 	h->len = (size_t)st.st_size;
@@ -203,7 +192,7 @@ static void hostile_map(struct hostile *h)
 	}
 	/* The victim watches its side's doorbell: c as the client, s as the
 	 * server, one per link group (dev_loopback.c). */
-	snprintf(path, sizeof(path), "%s/lg-%016llx/%c", rundir(), (unsigned long long)lgr,
+	snprintf(path, sizeof(path), "%s/lg-%016llx/%c", t_rundir(), (unsigned long long)lgr,
 		 h->server ? 'c' : 's');
 	h->bell = t_ok(open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC));
 }

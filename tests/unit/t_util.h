@@ -272,6 +272,18 @@ static T_UNUSED int t_accept(int lfd)
 }
 
 /* A connected pair inside this process: *c client end, *s server end. */
+/* The runtime directory this run uses (USMC_RUNDIR, else usmc's default). */
+static T_UNUSED const char *t_rundir(void)
+{
+	static char buf[PATH_MAX];
+	const char *e = getenv("USMC_RUNDIR");
+
+	if (e && *e)
+		return e;
+	snprintf(buf, sizeof(buf), "/dev/shm/usmc-%u", (unsigned int)geteuid());
+	return buf;
+}
+
 static T_UNUSED void t_pair_on(int lfd, uint16_t port, int *c, int *s)
 {
 	*c = t_connect(port);
