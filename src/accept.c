@@ -224,7 +224,8 @@ static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 			return USMC_CLC_PENDING;
 		now = usmc_now_ns();
 		if (!deadline)
-			deadline = now + (how == CLC_DECIDE ? CLC_DECIDE_WAIT_NS : CLC_INBAND_ACCEPT_WAIT_NS);
+			deadline = now + (how == CLC_DECIDE ? CLC_DECIDE_WAIT_NS :
+					  CLC_INBAND_ACCEPT_WAIT_NS);
 		if (now >= deadline) {
 			if (how != CLC_DECIDE)
 				return USMC_CLC_PENDING;

@@ -50,8 +50,9 @@ struct usmc_counters {
 	_Atomic uint64_t dmbs_registered;	/* DMBs handed out (2 per connection) */
 	_Atomic uint64_t dmbs_reused;		/* ... of which recycled from a link group */
 	_Atomic uint64_t late_declines;		/* declines after data was queued (moved to TCP) */
-	_Atomic uint64_t wake_bytes;		/* CLC proposals sent on TCP to wake a server waiting
-					 * undecided (name of their one-byte days) */
+	_Atomic uint64_t wake_bytes;		/* CLC proposals sent on TCP to wake a
+						 * server waiting undecided (the name of
+						 * their one-byte days) */
 	_Atomic uint64_t aborts[USMC_A_MAX];	/* shared-memory connections reset, by reason */
 	_Atomic uint64_t fallback[USMC_R_MAX];	/* TCP fallbacks, by reason */
 	_Atomic uint64_t tx_full;		/* sends that found the peer's ring full */

@@ -4,12 +4,13 @@
  *
  * The TCP socket stays open under every connection: its FIN or RST says
  * the peer is gone, the CLC's messages (clc_inband.h: the client's
- * proposal when the server waits for it, the server's answer) travel on it, and a connection that leaves shared memory goes
- * on over it.  Here: looking at it (one thread of the family at a time:
- * the look token), taking the bytes owed on it that are not the
- * program's, a non-blocking connect's end, following a peer that moved
- * and moving ourselves (usmc_conn_to_tcp: the cut and its exchange; the
- * ring's bytes then go out through migrate.c's pump).
+ * proposal when the server waits for it, the server's decline) travel on
+ * it, and a connection that leaves shared memory goes on over it.  Here:
+ * looking at it (one thread of the family at a time: the look token),
+ * taking the messages owed on it that are not the program's, a
+ * non-blocking connect's end, following a peer that moved and moving
+ * ourselves (usmc_conn_to_tcp: the cut and its exchange; the ring's bytes
+ * then go out through migrate.c's pump).
  */
 #include "clc_inband.h"
 #include "clc_proof.h"
