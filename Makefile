@@ -6,8 +6,8 @@
 #   make copy       build/copy/ (library and tests over dev_copy, the test
 #                   device without shared mapping: src/dev_copy.c)
 #   make test-copy  the integration suite over build/copy (docs/devices.md)
-#   make soak       the concurrency-heavy unit programs, plain and copy, many
-#                   runs at once (tests/soak.py; more cores find more)
+#   make unit-loop  the concurrency-heavy unit programs, plain and copy, many
+#                   runs at once (tests/unit_loop.py; more cores find more)
 #   make test       everything, then the whole test suite
 #   make conformance  real projects' test suites, plain vs usmc, on an idle
 #                     machine and beside two CPU hogs (docs/conformance*.md)
@@ -76,8 +76,8 @@ test-copy: copy
 	USMC_TEST_BUILD=$(CURDIR)/build/copy USMC_T_UNSHARED=1 \
 	    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
 
-soak: all tests copy
-	tests/soak.py
+unit-loop: all tests copy
+	tests/unit_loop.py
 
 conformance: all
 	tests/conformance/run.py --doc docs/conformance.md --json docs/conformance.json
@@ -125,4 +125,4 @@ lint:
 	cppcheck --enable=warning,performance,portability --std=c11 -D_GNU_SOURCE \
 		-iquote src --inline-suppr --quiet --error-exitcode=1 src/ cli/
 
-.PHONY: all asan tsan copy test-copy soak test clean tests lint conformance install uninstall deb
+.PHONY: all asan tsan copy test-copy unit-loop test clean tests lint conformance install uninstall deb

@@ -2,15 +2,15 @@
 """Run unit programs many times at once, to shake out races one run on two
 CPUs does not show (many cores, a loaded machine).
 
-    tests/soak.py [-j JOBS] [-n ROUNDS] [-o OUTDIR] [BUILD/PROG[:CHECK] ...]
+    tests/unit_loop.py [-j JOBS] [-n ROUNDS] [-o OUTDIR] [BUILD/PROG[:CHECK] ...]
 
 BUILD is plain (build/) or copy (build/copy/, USMC_T_UNSHARED=1); the
 default list is the concurrency-heavy programs in both.  Each run gets a
 runtime directory of its own and a time limit.  Prints one line per
 program (passed of ROUNDS), keeps the output of every run that did not pass
-in OUTDIR (default /tmp/usmc-soak), and exits 1 if any did not.  The checks
+in OUTDIR (default /tmp/usmc-unit-loop), and exits 1 if any did not.  The checks
 tests/test_unit.py leaves out of a build (COPY_SKIP, KNOWN_BUGS) are left out
-here too.  `make soak` runs the default list; on a machine with more
+here too.  `make unit-loop` runs the default list; on a machine with more
 cores (the lent 16-CPU one: carry build/libusmc.so, build/usmc, build/tests
 and build/copy) more of them run at once.
 """
@@ -53,7 +53,7 @@ def run_one(spec, rnd, out):
     bdir = ROOT / "build" / ("copy" if build == "copy" else "")
     skip = list(COPY_SKIP.get(prog, ())) if build == "copy" else []
     skip += [c for c, builds in KNOWN_BUGS.get(prog, {}).items() if build in builds]
-    rundir = tempfile.mkdtemp(prefix="usmc-soak.", dir="/dev/shm")
+    rundir = tempfile.mkdtemp(prefix="usmc-loop.", dir="/dev/shm")
     env = dict(os.environ, USMC_RUNDIR=rundir, USMC_CLI=str(bdir / "usmc"),
                USMC_T_SKIP=",".join(skip), USMC_T_UNSHARED="1" if build == "copy" else "0")
     cmd = ["timeout", "-k", "5", str(LIMIT), "env", f"LD_PRELOAD={bdir / 'libusmc.so'}",
@@ -76,7 +76,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("-n", type=int, default=5)
-    ap.add_argument("-o", default="/tmp/usmc-soak")
+    ap.add_argument("-o", default="/tmp/usmc-unit-loop")
     ap.add_argument("specs", nargs="*", default=DEFAULT)
     a = ap.parse_args()
     os.makedirs(a.o, exist_ok=True)
