@@ -159,6 +159,8 @@ void usmc_client_send_wake(struct usmc_sock *sk, int fd)
 	m.uid = (uint32_t)geteuid();
 	m.pid = (uint32_t)usmc_getpid();
 	m.client = sk->local;
+	if (sk->clc_inband && usmc_fault(USMC_FAULT_BODY_LATE))
+		usleep(1500000);	/* a client stopped between its proposal and its body */
 	if (usmc_clc_msg_send(fd, &m))
 		return;
 	if (sk->clc_inband)

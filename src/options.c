@@ -25,7 +25,7 @@ static const struct {
 	{ "memfd", USMC_FAULT_MEMFD }, { "mmap", USMC_FAULT_MMAP }, { "lgr", USMC_FAULT_LGR },
 	{ "dmb", USMC_FAULT_DMB }, { "reserve", USMC_FAULT_RESERVE }, { "bell", USMC_FAULT_BELL },
 	{ "attach", USMC_FAULT_ATTACH }, { "clc", USMC_FAULT_CLC }, { "fds", USMC_FAULT_FDS },
-	{ "late", USMC_FAULT_LATE },
+	{ "late", USMC_FAULT_LATE }, { "body_late", USMC_FAULT_BODY_LATE },
 };
 
 /* "memfd,mmap": unknown names are ignored. */

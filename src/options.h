@@ -80,6 +80,8 @@ enum usmc_fault_point {
 	USMC_FAULT_CLC		= 1u << 7,	/* backing a CLC index page */
 	USMC_FAULT_FDS		= 1u << 8,	/* descriptor headroom exhausted */
 	USMC_FAULT_LATE		= 1u << 9,	/* client: proposal 50 ms after the SYN */
+	USMC_FAULT_BODY_LATE	= 1u << 10,	/* client: an in-band body 1.5 s after its
+						 * proposal (clc_inband.h) */
 };
 extern unsigned int usmc_fault_mask;
 

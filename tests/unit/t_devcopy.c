@@ -44,6 +44,12 @@
  *               bytes arrive whole, and no entry of any listener index in
  *               the runtime directory names a link group: a process that
  *               reads the index learns nothing to answer with.
+ *   body_late   the client's in-band body comes 1.5 s after its proposal
+ *               (USMC_FAULT=body_late); the server writes first meanwhile:
+ *               it waits for the body as for a client inside connect(),
+ *               declines it (server_chose_tcp, both ends), writes on TCP,
+ *               and skips the PROPOSAL when it comes: each end reads the
+ *               other's bytes exactly.
  *   two_sleepers two threads asleep in epoll_wait on one instance, over
  *               two connections of one link group: a byte on the first
  *               wakes one thread, which keeps it (blocks elsewhere); a
@@ -602,6 +608,42 @@ static void *accept_thread(void *p)
 
 #define INBAND_PAIRS	8
 
+/* body_late's client: "t_devcopy late-client PORT 0" (USMC_FAULT=body_late). */
+static int late_client_main(uint16_t port)
+{
+	int c = t_connect(port);	/* returns after the late body went */
+
+	t_recv_exact(c, "hello", 5);
+	t_write_all(c, "world", 5);
+	t_expect_eof(c);
+	expect_state(c, "TCP", "server_chose_tcp");
+	close(c);
+	return 0;
+}
+
+static void check_body_late(void)
+{
+	long long srv0 = t_fallbacks("server_chose_tcp");
+	uint16_t port;
+	int lfd = t_listen(&port), s;
+	pid_t pid;
+
+	setenv("USMC_FAULT", "body_late", 1);
+	pid = t_start_role("late-client", port, 0, false);
+	unsetenv("USMC_FAULT");
+	s = t_accept(lfd);
+	/* Acting first: a body on its way is waited for, then declined. */
+	t_write_all(s, "hello", 5);
+	t_recv_exact(s, "world", 5);	/* the PROPOSAL before it is skipped */
+	expect_state(s, "TCP", "server_chose_tcp");
+	close(s);
+	t_wait_child(pid, "late client");
+	t_assert(t_fallbacks("server_chose_tcp") - srv0 == 2,
+		 "server_chose_tcp counted %lld times, expected both ends",
+		 t_fallbacks("server_chose_tcp") - srv0);
+	close(lfd);
+}
+
 static void check_inband(void)
 {
 	long long tx0 = t_stat_counter("clc_inband_tx"), rx0 = t_stat_counter("clc_inband_rx");
@@ -654,11 +696,14 @@ static const struct t_check checks[] = {
 	{ "rearm", check_rearm },
 	{ "two_sleepers", check_two_sleepers },
 	{ "inband", check_inband },
+	{ "body_late", check_body_late },
 };
 
 int main(int argc, char **argv)
 {
 	t_name = "t_devcopy";
+	if (argc == 4 && !strcmp(argv[1], "late-client"))
+		return late_client_main((uint16_t)atoi(argv[2]));
 	if (!t_unshared())
 		t_skip("not the dev_copy build (make copy)");
 	t_require_usmc();
