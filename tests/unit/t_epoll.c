@@ -38,7 +38,7 @@
  *
  * usage: t_epoll [check...]     a child role "plain-echo" serves the mixed check
  */
-#include "t_util.h"
+#include "t_ep.h"
 
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -46,27 +46,6 @@
 
 #define NOEV_MS		50	/* "no event" means none within this long */
 #define EV_MS		5000	/* an expected event comes within this long */
-
-static int ep_new(void)
-{
-	return t_ok(epoll_create1(EPOLL_CLOEXEC));
-}
-
-static void ep_add(int ep, int fd, uint32_t events, uint64_t data)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = data };
-
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
-		t_fail("EPOLL_CTL_ADD fd %d events %#x: %s", fd, events, strerror(errno));
-}
-
-static void ep_mod(int ep, int fd, uint32_t events, uint64_t data)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = data };
-
-	if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev))
-		t_fail("EPOLL_CTL_MOD fd %d events %#x: %s", fd, events, strerror(errno));
-}
 
 static int dup_reports;		/* one call reported one registration twice */
 
@@ -78,13 +57,8 @@ static int dup_reports;		/* one call reported one registration twice */
  */
 static int ep_wait(int ep, struct epoll_event *ev, int max, int ms)
 {
-	int n, i, j, k;
+	int n = ep_wait_plain(ep, ev, max, ms), i, j, k;
 
-	do
-		n = epoll_wait(ep, ev, max, ms);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		t_fail("epoll_wait: %s", strerror(errno));
 	for (i = 0; i < n; i++)
 		for (j = i + 1; j < n; j++)
 			if (ev[j].data.u64 == ev[i].data.u64) {

@@ -25,7 +25,7 @@
  *              pipe while another adds a connection and writes the pipe
  *   forked     the instance inherited by a child: the same data there
  */
-#include "t_util.h"
+#include "t_ep.h"
 
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -33,11 +33,6 @@
 #define EV_MS	5000
 #define NOEV_MS	50
 #define NVAL	12
-
-static int ep_new(void)
-{
-	return t_ok(epoll_create1(EPOLL_CLOEXEC));
-}
 
 static void ep_ctl(int ep, int op, int fd, uint32_t events, uint64_t data)
 {

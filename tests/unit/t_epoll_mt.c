@@ -34,7 +34,7 @@
  * application's last descriptor (haproxy took such a stale EPOLLRDHUP for
  * the fresh client that had the number meanwhile, tests/tools/haproxy_eof.sh).
  */
-#include "t_util.h"
+#include "t_ep.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,11 +44,6 @@
 #define DATA_MINE	0x4d494e4500000000ULL	/* "MINE": churn data, index below */
 #define DATA_FIXED	0x77
 #define DATA_PIPE	0x99
-
-static int ep_new(void)
-{
-	return t_ok(epoll_create1(EPOLL_CLOEXEC));
-}
 
 static void ep_ctl(int ep, int op, int fd, uint32_t events, uint64_t data)
 {

@@ -46,7 +46,7 @@
  *                  poll (thin never answered: the descriptor turned
  *                  readable only for kernel events)
  */
-#include "t_util.h"
+#include "t_ep.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -55,35 +55,10 @@
 #define NOEV_MS		100	/* "no event" means none within this long */
 #define EV_MS		5000	/* an expected event comes within this long */
 
-static int ep_new(void)
-{
-	return t_ok(epoll_create1(EPOLL_CLOEXEC));
-}
-
-static void ep_add(int ep, int fd, uint32_t events, uint64_t data)
-{
-	struct epoll_event ev = { .events = events, .data.u64 = data };
-
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
-		t_fail("EPOLL_CTL_ADD fd %d events %#x: %s", fd, events, strerror(errno));
-}
-
-static int ep_wait(int ep, struct epoll_event *ev, int max, int ms)
-{
-	int n;
-
-	do
-		n = epoll_wait(ep, ev, max, ms);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		t_fail("epoll_wait: %s", strerror(errno));
-	return n;
-}
-
 static void expect_none_at(int line, int ep)
 {
 	struct epoll_event ev[8];
-	int n = ep_wait(ep, ev, 8, NOEV_MS);
+	int n = ep_wait_plain(ep, ev, 8, NOEV_MS);
 
 	if (n)
 		t_fail("line %d: expected no event, got %d (first: %#x for %llu)", line, n,
@@ -114,7 +89,7 @@ static void check_connect_edge(void)
 	/* One EPOLLOUT edge each, in one call or two. */
 	t0 = t_now_ms();
 	while ((!nrep[1] || !nrep[2]) && t_now_ms() - t0 < EV_MS) {
-		n = ep_wait(ep, ev, 8, EV_MS);
+		n = ep_wait_plain(ep, ev, 8, EV_MS);
 		for (i = 0; i < n; i++) {
 			t_assert(ev[i].data.u64 == 1 || ev[i].data.u64 == 2, "data %llu",
 				 (unsigned long long)ev[i].data.u64);
@@ -131,7 +106,7 @@ static void check_connect_edge(void)
 	expect_none(ep);
 	/* Data still makes edges: the kernel reports the whole state. */
 	t_write_all(c, "x", 1);
-	n = ep_wait(ep, ev, 8, EV_MS);
+	n = ep_wait_plain(ep, ev, 8, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 2 && ev[0].events == (EPOLLIN | EPOLLOUT),
 		 "after the client's byte: %d events, first %#x for %llu", n, n ? ev[0].events : 0,
 		 n ? (unsigned long long)ev[0].data.u64 : 0ULL);
@@ -139,7 +114,7 @@ static void check_connect_edge(void)
 	/* The client never ran out of room: its byte taken is no edge. */
 	expect_none(ep);
 	t_write_all(s, "y", 1);
-	n = ep_wait(ep, ev, 8, EV_MS);
+	n = ep_wait_plain(ep, ev, 8, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 1 && ev[0].events == (EPOLLIN | EPOLLOUT),
 		 "after the server's byte: %d events, first %#x for %llu", n, n ? ev[0].events : 0,
 		 n ? (unsigned long long)ev[0].data.u64 : 0ULL);
@@ -168,7 +143,7 @@ static void check_full_edge(void)
 	t_pair_smc(&c, &s);
 	t_set_nonblock(c, true);
 	ep_add(ep, c, EPOLLOUT | EPOLLET, 7);
-	n = ep_wait(ep, ev, 4, EV_MS);
+	n = ep_wait_plain(ep, ev, 4, EV_MS);
 	t_assert(n == 1 && ev[0].events == EPOLLOUT, "first: %d events", n);
 	memset(buf, 'f', sizeof(buf));
 	while ((w = write(c, buf, sizeof(buf))) > 0)
@@ -181,7 +156,7 @@ static void check_full_edge(void)
 		t_read_all(s, buf, k);
 		total -= k;
 	}
-	n = ep_wait(ep, ev, 4, EV_MS);
+	n = ep_wait_plain(ep, ev, 4, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 7 && ev[0].events == EPOLLOUT,
 		 "after the reader emptied it: %d events, first %#x", n, n ? ev[0].events : 0);
 	expect_none(ep);
@@ -206,7 +181,7 @@ static void ord_expect(int line, int ep, int max, const int *want, int cnt)
 {
 	struct epoll_event ev[ORD_N + 2];
 	char got[128] = "", exp[128] = "";
-	int n = ep_wait(ep, ev, max, EV_MS), i;
+	int n = ep_wait_plain(ep, ev, max, EV_MS), i;
 	bool ok = n == cnt;
 
 	for (i = 0; i < n; i++) {
@@ -316,7 +291,7 @@ static void undecided(uint32_t et)
 	/* Its connect() returned: the wake byte is here, and is not ours. */
 	expect_none(ep);
 	t_sync_post(sync);
-	n = ep_wait(ep, ev, 4, EV_MS);
+	n = ep_wait_plain(ep, ev, 4, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 9 && ev[0].events == EPOLLIN,
 		 "after the client's byte: %d events, first %#x", n, n ? ev[0].events : 0);
 	t_read_all(s, &b, 1);
@@ -379,13 +354,13 @@ static void check_peer_moved(void)
 	ep = ep_new();
 	ep_add(ep, c, EPOLLIN, 7);
 	/* Looked at without sleeping: nothing, and not armed. */
-	t_assert(ep_wait(ep, ev, 4, 0) == 0, "an event before the move");
+	t_assert(ep_wait_plain(ep, ev, 4, 0) == 0, "an event before the move");
 	t_ok(pipe(sync));
 	m.s = s;
 	m.sync = sync[1];
 	t_assert(!pthread_create(&th, NULL, moved_server, &m), "pthread_create");
 	t_read_all(sync[0], b, 1);	/* moved, and it rang: nobody had armed */
-	n = ep_wait(ep, ev, 4, EV_MS);
+	n = ep_wait_plain(ep, ev, 4, EV_MS);
 	t_assert(n == 1 && ev[0].data.u64 == 7 && (ev[0].events & EPOLLIN),
 		 "epoll_wait after the peer moved: %d event(s)", n);
 	t_read_all(c, b, 4);
@@ -459,7 +434,7 @@ static void close_edge(bool after)
 	usleep(100 * 1000);	/* the FIN is in c's kernel socket */
 	if (after)
 		ep_add(ep, c, want | EPOLLET, 1);
-	n = ep_wait(ep, ev, 8, EV_MS);
+	n = ep_wait_plain(ep, ev, 8, EV_MS);
 	t_assert(n == 1 && (ev[0].events & want) == want, "the close: %d events, first %#x", n,
 		 n ? ev[0].events : 0);
 	expect_none(ep);
@@ -498,7 +473,7 @@ static void check_killed_edge(void)
 	ep_add(ep, s, EPOLLIN | EPOLLOUT | EPOLLET, 1);
 	/* Writable first, then the byte, or both at once. */
 	do
-		n = ep_wait(ep, ev, 8, EV_MS);
+		n = ep_wait_plain(ep, ev, 8, EV_MS);
 	while (n == 1 && !(ev[0].events & EPOLLIN));
 	t_assert(n == 1 && (ev[0].events & EPOLLIN), "the byte: %d events", n);
 	t_assert(read(s, b, sizeof(b)) == 1, "read the byte");
@@ -506,7 +481,7 @@ static void check_killed_edge(void)
 	t_assert_smc(s);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	n = ep_wait(ep, ev, 8, EV_MS);
+	n = ep_wait_plain(ep, ev, 8, EV_MS);
 	t_assert(n == 1 && (ev[0].events & EPOLLIN), "the peer's death: %d events", n);
 	t_assert(read(s, b, sizeof(b)) == 0, "EOF after the peer's death");
 	t_smc_pairs++;
