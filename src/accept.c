@@ -32,10 +32,7 @@
  * message owed it once it saw the decline in the index. */
 static void send_decline(int fd, const struct usmc_clc_prop *p, int reason)
 {
-	struct usmc_clc_msg m = {
-		.type = USMC_CLC_MSG_DECLINE, .lgr_id = p->lgr_id, .slot = p->slot,
-		.gen = p->gen, .reason = (uint32_t)reason,
-	};
+	struct usmc_clc_msg m = { .type = USMC_CLC_MSG_DECLINE, .reason = (uint32_t)reason, .p = *p };
 
 	if (!usmc_clc_msg_send(fd, &m))
 		STAT_INC(clc_msgs_tx);
@@ -200,15 +197,8 @@ static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 		if (!rc) {
 			STAT_INC(clc_msgs_rx);
 			STAT_INC(clc_inband_rx);
-			p->lgr_id = m.lgr_id;
-			p->slot = m.slot;
-			p->gen = m.gen;
-			p->version = m.version;
-			p->uid = m.uid;
-			p->pid = m.pid;
-			memcpy(p->devs, m.devs, sizeof(p->devs));
-			p->client = m.client;
-			p->wake = false;	/* taken: nothing more is owed */
+			*p = m.p;		/* taken: nothing more is owed */
+			p->inband = true;
 			return 0;
 		}
 		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR) {
@@ -238,6 +228,15 @@ static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 		else
 			sys_poll(&pf, 1, (int)usmc_ms_left(deadline));
 	}
+}
+
+/* The proposal for sk's connection, its body too when it travels on TCP
+ * (how: clc.h CLC_PEEK, CLC_ACCEPT, CLC_DECIDE). */
+static int server_match(struct usmc_sock *sk, int fd, struct usmc_clc_prop *p, int how)
+{
+	int reason = usmc_clc_match(sk->ln, &sk->peer, p, how);
+
+	return reason ? reason : inband_body(fd, p, how);
 }
 
 /* Act on a match result; caller holds sk->lock (installed) or owns sk
@@ -375,11 +374,8 @@ int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, sockle
 		/* On stdin, stdout or stderr: TCP now (stdstream.c), not
 		 * undecided, which would leave a late client's wake message to
 		 * stdio's reads, which are not ours. */
-		reason = usmc_clc_match(sk->ln, &sk->peer, &prop,
-					nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
-		if (!reason)
-			reason = inband_body(nfd, &prop,
-					     nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
+		reason = server_match(sk, nfd, &prop,
+				      nfd <= STDERR_FILENO ? CLC_DECIDE : CLC_ACCEPT);
 		if (reason == USMC_CLC_PENDING) {
 			/* Rarely: the client is still between connect() and its
 			 * proposal.  Decide when the application acts. */
@@ -411,9 +407,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 	pthread_mutex_lock(&sk->lock);
 	if (sk_mode(sk) != USMC_MODE_UNDECIDED)
 		goto out;
-	reason = usmc_clc_match(sk->ln, &sk->peer, &prop, decide ? CLC_DECIDE : CLC_PEEK);
-	if (!reason)
-		reason = inband_body(fd, &prop, decide ? CLC_DECIDE : CLC_PEEK);
+	reason = server_match(sk, fd, &prop, decide ? CLC_DECIDE : CLC_PEEK);
 	if (reason == USMC_CLC_PENDING) {
 		/* No proposal: TCP bytes, EOF or an error from a client that is
 		 * not usmc (or proposed too late) settle it; nothing settles
@@ -423,9 +417,7 @@ void usmc_server_resolve(struct usmc_sock *sk, int fd, bool decide)
 
 		if (sys_poll(&p, 1, 0) <= 0)
 			goto out;
-		reason = usmc_clc_match(sk->ln, &sk->peer, &prop, CLC_DECIDE);
-		if (!reason)
-			reason = inband_body(fd, &prop, CLC_DECIDE);
+		reason = server_match(sk, fd, &prop, CLC_DECIDE);
 	}
 	server_settle(sk, fd, reason, &prop, true);
 	matched = !reason;

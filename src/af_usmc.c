@@ -139,17 +139,8 @@ int usmc_sock_connect(struct usmc_sock *sk, int fd, const struct sockaddr *sa, s
 	if (!reason) {
 		usmc_clc_connect_port(ln, cslot, sk->local.port);
 		cdc_slot_ids(&sk->ctrl->c, &sk->local, &sk->peer, (uint32_t)usmc_getpid());
-		memset(&prop, 0, sizeof(prop));
+		usmc_client_prop(sk, &prop);
 		prop.epoch = epoch;
-		prop.lgr_id = sk->lgr->id;
-		prop.slot = sk->slot;
-		prop.gen = sk->gen;
-		prop.version = USMC_PROTO_VERSION;
-		prop.uid = (uint32_t)geteuid();
-		prop.pid = (uint32_t)usmc_getpid();
-		usmc_dev_list(prop.devs, sk->lgr->dev->id);
-		prop.client = sk->local;
-		prop.inband = !usmc_dev_can(sk->lgr->dev, USMC_DEV_F_CLC_INDEX);
 		if (usmc_fault(USMC_FAULT_LATE))
 			usleep(50000);	/* a client descheduled inside connect() */
 		reason = usmc_clc_propose(ln, &prop, &wake);

@@ -80,17 +80,17 @@ void usmc_clc_msg_encode(const struct usmc_clc_msg *m, uint8_t *b)
 	b[4] = m->type;
 	b[5] = USMC_CLC_MSG_VERSION;
 	put16(b + 6, USMC_CLC_MSG_LEN);
-	put64(b + 8, m->lgr_id);
-	put32(b + 16, m->slot);
-	put32(b + 20, m->gen);
+	put64(b + 8, m->p.lgr_id);
+	put32(b + 16, m->p.slot);
+	put32(b + 20, m->p.gen);
 	switch (m->type) {
 	case USMC_CLC_MSG_PROPOSAL:
-		put32(b + 24, m->version);
-		put32(b + 28, m->uid);
-		put32(b + 32, m->pid);
-		memcpy(b + 36, m->devs, 4);
-		memcpy(b + 40, m->client.a, 16);
-		put16(b + 56, m->client.port);
+		put32(b + 24, m->p.version);
+		put32(b + 28, m->p.uid);
+		put32(b + 32, m->p.pid);
+		memcpy(b + 36, m->p.devs, 4);
+		memcpy(b + 40, m->p.client.a, 16);
+		put16(b + 56, m->p.client.port);
 		break;
 	case USMC_CLC_MSG_DECLINE:
 		put16(b + 58, (uint16_t)m->reason);
@@ -108,17 +108,17 @@ int usmc_clc_msg_decode(const uint8_t *b, unsigned int want, struct usmc_clc_msg
 		return -EPROTO;
 	memset(out, 0, sizeof(*out));
 	out->type = type;
-	out->lgr_id = get64(b + 8);
-	out->slot = get32(b + 16);
-	out->gen = get32(b + 20);
+	out->p.lgr_id = get64(b + 8);
+	out->p.slot = get32(b + 16);
+	out->p.gen = get32(b + 20);
 	switch (type) {
 	case USMC_CLC_MSG_PROPOSAL:
-		out->version = get32(b + 24);
-		out->uid = get32(b + 28);
-		out->pid = get32(b + 32);
-		memcpy(out->devs, b + 36, 4);
-		memcpy(out->client.a, b + 40, 16);
-		out->client.port = get16(b + 56);
+		out->p.version = get32(b + 24);
+		out->p.uid = get32(b + 28);
+		out->p.pid = get32(b + 32);
+		memcpy(out->p.devs, b + 36, 4);
+		memcpy(out->p.client.a, b + 40, 16);
+		out->p.client.port = get16(b + 56);
 		break;
 	case USMC_CLC_MSG_DECLINE:
 		out->reason = get16(b + 58);

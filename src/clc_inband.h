@@ -43,7 +43,7 @@
 #ifndef USMC_CLC_INBAND_H
 #define USMC_CLC_INBAND_H
 
-#include "usmc.h"
+#include "clc.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,13 +62,11 @@ enum usmc_clc_msg_type {
 /* A message's contents, decoded. */
 struct usmc_clc_msg {
 	uint8_t type;
-	uint64_t lgr_id;		/* the proposal's link group */
-	uint32_t slot, gen;		/* ... and the connection's slot in it */
-	uint32_t version;		/* proposal: USMC_PROTO_VERSION */
-	uint32_t uid, pid;		/* proposal: the client's */
-	uint8_t devs[4];		/* proposal: as usmc_clc_prop.devs */
-	struct usmc_addr client;	/* proposal: the client's address */
 	uint32_t reason;		/* decline: USMC_R_* */
+	/* The proposal: all of its body a PROPOSAL carries (lgr_id, slot,
+	 * gen, version, uid, pid, devs, client); a DECLINE names the
+	 * proposal by lgr_id, slot and gen.  The rest is never on the wire. */
+	struct usmc_clc_prop p;
 };
 
 /* Encode m (by its type) into buf[USMC_CLC_MSG_LEN]. */

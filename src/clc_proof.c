@@ -138,6 +138,22 @@ bool usmc_proposal_take_back(struct usmc_sock *sk)
 	       usmc_clc_withdraw(sk->ln, &sk->local);
 }
 
+void usmc_client_prop(const struct usmc_sock *sk, struct usmc_clc_prop *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (sk->lgr) {
+		p->lgr_id = sk->lgr->id;
+		p->slot = sk->slot;
+		p->gen = sk->gen;
+		usmc_dev_list(p->devs, sk->lgr->dev->id);
+		p->inband = !usmc_dev_can(sk->lgr->dev, USMC_DEV_F_CLC_INDEX);
+	}
+	p->version = USMC_PROTO_VERSION;
+	p->uid = (uint32_t)geteuid();
+	p->pid = (uint32_t)usmc_getpid();
+	p->client = sk->local;
+}
+
 /*
  * The proposal on TCP (clc_inband.h), sent once after it landed in the
  * index: the wake of a server that waits for it (+W), or, on a device
@@ -149,16 +165,7 @@ void usmc_client_send_wake(struct usmc_sock *sk, int fd)
 
 	if (!(atomic_fetch_and(&sk->sh->flags, ~SKF_WAKE_SEND) & SKF_WAKE_SEND))
 		return;
-	if (sk->lgr) {
-		m.lgr_id = sk->lgr->id;
-		m.slot = sk->slot;
-		m.gen = sk->gen;
-		usmc_dev_list(m.devs, sk->lgr->dev->id);
-	}
-	m.version = USMC_PROTO_VERSION;
-	m.uid = (uint32_t)geteuid();
-	m.pid = (uint32_t)usmc_getpid();
-	m.client = sk->local;
+	usmc_client_prop(sk, &m.p);
 	if (sk->clc_inband && usmc_fault(USMC_FAULT_BODY_LATE))
 		usleep(1500000);	/* a client stopped between its proposal and its body */
 	if (usmc_clc_msg_send(fd, &m))

@@ -21,6 +21,11 @@ bool usmc_route_proven(struct usmc_sock *sk, uint64_t ns);
 void usmc_connect_check_done(struct usmc_sock *sk);
 /* An accept in our control block: did the holder of the server end give it? */
 bool usmc_accept_proven(struct usmc_sock *sk);
+/* The body of our proposal, from the connection as it stands: what
+ * af_usmc.c posts and usmc_client_send_wake sends (no link group any
+ * more: its fields zero). */
+struct usmc_clc_prop;
+void usmc_client_prop(const struct usmc_sock *sk, struct usmc_clc_prop *p);
 /* The client's one CLC wake message, if not sent yet (clc.h). */
 void usmc_client_send_wake(struct usmc_sock *sk, int fd);
 

@@ -75,13 +75,6 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 	if (usmc_sock_proposal_reset(sk, fd))
 		return;
 	while (!sk_flag(sk, SKF_TCP_EOF)) {
-		if (sk_mode(sk) == USMC_MODE_PROPOSED && sk->role == 'C') {
-			/* The server declined in the index before it sent the
-			 * message saying so: queued bytes follow on TCP. */
-			pthread_mutex_lock(&sk->lock);
-			usmc_migrate_declined(sk);
-			pthread_mutex_unlock(&sk->lock);
-		}
 		/* The CLC message owed comes first on TCP.  A descriptor
 		 * nobody else can have reused (not installed yet) or one
 		 * still ours is looked at for it. */
@@ -116,13 +109,17 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 			return;
 		}
 		if (sk_mode(sk) == USMC_MODE_PROPOSED) {
-			/* A TCP byte on a proposed connection, not the server's
-			 * decline (above): the server is not taking part (a
-			 * NAT, a listener we could not see): withdraw.  Queued
-			 * bytes follow on TCP. */
+			bool declined = false;
+
+			/* A TCP byte on a proposed connection: the server's
+			 * DECLINE (its answer is in the index, clc.h), or the
+			 * server is not taking part (a NAT, a listener we could
+			 * not see): withdraw.  Queued bytes follow on TCP. */
 			pthread_mutex_lock(&sk->lock);
-			if (sk_mode(sk) == USMC_MODE_PROPOSED &&
-			    usmc_clc_withdraw(sk->ln, &sk->local)) {
+			if (usmc_migrate_declined(sk)) {
+				declined = true;
+			} else if (sk_mode(sk) == USMC_MODE_PROPOSED &&
+				   usmc_clc_withdraw(sk->ln, &sk->local)) {
 				STORE_RELAXED(&sk->sh->reason, USMC_R_WITHDRAWN);
 				sk->migrate_pos = LOAD_RELAXED(&sk->tx_c->cons);
 				sk->migrate_end = MIGRATE_END_UNKNOWN;
@@ -130,6 +127,8 @@ static void check_tcp_once(struct usmc_sock *sk, int fd, bool installed)
 				usmc_dbg(1, "fd %d: proposal withdrawn, queued bytes move to TCP", fd);
 			}
 			pthread_mutex_unlock(&sk->lock);
+			if (declined)
+				continue;	/* take the DECLINE */
 			return;
 		}
 		if (sk_mode(sk) == USMC_MODE_MIGRATING) {

@@ -44,17 +44,17 @@ static void keep_carried(struct usmc_clc_msg *m)
 
 	memset(&k, 0, sizeof(k));	/* padding too: compared with memcmp */
 	k.type = m->type;
-	k.lgr_id = m->lgr_id;
-	k.slot = m->slot;
-	k.gen = m->gen;
+	k.p.lgr_id = m->p.lgr_id;
+	k.p.slot = m->p.slot;
+	k.p.gen = m->p.gen;
 	switch (m->type) {
 	case USMC_CLC_MSG_PROPOSAL:
-		k.version = m->version;
-		k.uid = m->uid;
-		k.pid = m->pid;
-		memcpy(k.devs, m->devs, 4);
-		memcpy(k.client.a, m->client.a, 16);
-		k.client.port = m->client.port;
+		k.p.version = m->p.version;
+		k.p.uid = m->p.uid;
+		k.p.pid = m->p.pid;
+		memcpy(k.p.devs, m->p.devs, 4);
+		memcpy(k.p.client.a, m->p.client.a, 16);
+		k.p.client.port = m->p.client.port;
 		break;
 	case USMC_CLC_MSG_DECLINE:
 		k.reason = m->reason & 0xffff;
@@ -91,15 +91,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		for (i = 0; i < sizeof(types); i++) {
 			memset(&m, 0, sizeof(m));
-			memcpy(&m.lgr_id, data + 1 + 64, 8);
-			memcpy(&m.slot, data + 1 + 72, 4);
-			memcpy(&m.gen, data + 1 + 76, 4);
-			memcpy(&m.version, data + 1 + 80, 4);
-			memcpy(&m.uid, data + 1 + 84, 4);
-			memcpy(&m.pid, data + 1 + 88, 4);
-			memcpy(m.devs, data + 1 + 92, 4);
-			memcpy(m.client.a, data + 1 + 96, 16);
-			memcpy(&m.client.port, data + 1 + 112, 2);
+			memcpy(&m.p.lgr_id, data + 1 + 64, 8);
+			memcpy(&m.p.slot, data + 1 + 72, 4);
+			memcpy(&m.p.gen, data + 1 + 76, 4);
+			memcpy(&m.p.version, data + 1 + 80, 4);
+			memcpy(&m.p.uid, data + 1 + 84, 4);
+			memcpy(&m.p.pid, data + 1 + 88, 4);
+			memcpy(m.p.devs, data + 1 + 92, 4);
+			memcpy(m.p.client.a, data + 1 + 96, 16);
+			memcpy(&m.p.client.port, data + 1 + 112, 2);
 			memcpy(&m.reason, data + 1 + 114, 4);
 			m.type = types[i];
 			keep_carried(&m);
