@@ -223,6 +223,8 @@ void ep_spared_scan(struct usmc_ep *ep);
 void ep_progress_all(struct usmc_ep *ep);
 void ep_sleep_check(struct usmc_epreg *r);
 void ep_selfev_update(struct usmc_ep *ep, int epfd);
+/* Due records left on the ready list: wake a thread asleep in the kernel. */
+void ep_pass_on(struct usmc_ep *ep);
 /* Watched from outside from now on (epoll_wait.c); caller holds ep_lock. */
 void ep_nest(struct usmc_ep *ep, int epfd);
 extern _Atomic uint32_t ep_live;	/* epoll instances of ours (epoll.c) */

@@ -300,6 +300,28 @@ static void ep_wake(struct usmc_ep *ep)
 }
 
 /*
+ * A call returns leaving due records on the ready list (it had room for
+ * fewer, or found them after the kernel woke it) while another thread of
+ * the instance sleeps in the kernel: wake one, as the kernel's scan wakes
+ * another waiter when its ready list is not empty.  Without it that
+ * thread sleeps through them: their doorbell edge was the one this
+ * thread took (one edge per re-arm: dev.h progress).  Caller holds
+ * ep_lock, and is not counted asleep itself.
+ */
+void ep_pass_on(struct usmc_ep *ep)
+{
+	struct usmc_epreg *r;
+
+	if (!ep->sleeping)
+		return;
+	for (r = ep->ready; r; r = r->ready_next)
+		if (r->translated && !r->disabled && ep_reg_wants_look(r)) {
+			ep_wake(ep);
+			return;
+		}
+}
+
+/*
  * A record was (re)registered (ADD, MOD, a parked record revived) while
  * another thread may be asleep in the kernel on its instance, with the
  * doorbells it armed before this record was there: arm this one too, and

@@ -262,6 +262,7 @@ int usmc_epoll_wait(int epfd, struct epoll_event *events, int maxevents, int tim
 		if (ep->nested)
 			ep_arm_all(ep);
 		ep_selfev_update(ep, epfd);
+		ep_pass_on(ep);
 	}
 	if (--ep->waiters == 0 && ep->closed)
 		ep_free(ep);
