@@ -288,7 +288,10 @@ static void server_settle(struct usmc_sock *sk, int fd, int reason, const struct
  * Out of memory for even a socket record: the connection stays untracked
  * plain TCP.  A client that proposed must still learn it (declined), and
  * its proposal on TCP, if it sends one, must not reach the application:
- * wait for it here.
+ * wait for it here, as long as a deciding server waits for a body
+ * (inband_body): a client that is also this program, its connect not
+ * looked at yet, sends it only once we return.  Then the application
+ * reads it as data (no record to skip it with).
  */
 static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockaddr *sa,
 			     socklen_t salen)
@@ -296,6 +299,7 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 	struct usmc_clc_prop prop;
 	struct usmc_clc_msg m;
 	struct usmc_addr peer;
+	uint64_t deadline;
 
 	usmc_stats_attach();
 	STAT_INC(tcp_conns);
@@ -306,16 +310,19 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 		return;
 	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0 || !prop.wake)
 		return;
+	deadline = usmc_now_ns() + CLC_DECIDE_WAIT_NS;
 	for (;;) {
 		struct pollfd p = { .fd = nfd, .events = POLLIN };
 		int rc = usmc_clc_msg_take(nfd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), &m);
 
 		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR)
 			return;
+		if (usmc_now_ns() >= deadline)
+			return;
 		if (rc == -EINPROGRESS)
 			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
 		else
-			sys_poll(&p, 1, -1);
+			sys_poll(&p, 1, (int)usmc_ms_left(deadline));
 	}
 }
 

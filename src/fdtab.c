@@ -9,7 +9,9 @@
  */
 #include "conn.h"
 #include "fdtab.h"
+#include "sys.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 
 _Atomic(usmc_fdslot_t *) usmc_fdt_root[FDT_ROOT];
@@ -204,7 +206,12 @@ static int app_fd(struct usmc_sock *sk, int hint)
 
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 {
-	int fd = app_fd(sk, hint);
+	int fd;
+
+	/* Our own duplicate is sk's for as long as it is held. */
+	if (hint >= 0 && hint == LOAD_RELAXED(&sk->held_fd))
+		return hint;
+	fd = app_fd(sk, hint);
 
 	/* The application closed (or reused) that number and has no other:
 	 * the duplicate that keeps the socket alive for calls in progress. */
@@ -214,6 +221,36 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
 {
 	return app_fd(sk, hint) >= 0;
+}
+
+int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made)
+{
+	int own = LOAD_RELAXED(&sk->held_fd), none = -1;
+
+	*made = false;
+	if (own >= 0)
+		return own;
+	own = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (own < 0)
+		return -1;
+	usmc_ifd_mark(own);
+	/* Still sk's after the dup: the dup is its file. */
+	if (usmc_fd_peek(fd) != sk) {
+		usmc_ifd_close(own);
+		return -1;
+	}
+	if (atomic_compare_exchange_strong(&sk->held_fd, &none, own)) {
+		*made = true;
+		return own;
+	}
+	usmc_ifd_close(own);	/* a close in progress left its own */
+	return none;
+}
+
+void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made)
+{
+	if (made && app_fd(sk, fd) >= 0 && atomic_compare_exchange_strong(&sk->held_fd, &own, -1))
+		usmc_ifd_close(own);
 }
 
 static unsigned int fork_gen;

@@ -75,6 +75,18 @@ void usmc_fd_dup(int oldfd, int newfd);
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
 /* A descriptor that still refers to sk: hint if it does, else any, or -1. */
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
+/*
+ * A descriptor of ours for sk's file (the caller holds sk, fd was its):
+ * sk->held_fd, the one a close leaves for calls in progress, made from fd
+ * now if there is none (*made).  It stays sk's while the program's other
+ * threads close fd and reuse its number, so a walk over every descriptor
+ * (a fork's) works on it.  -1: none could be had.  Give it back with
+ * usmc_sock_unhold_fd().
+ */
+int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made);
+/* Close what usmc_sock_hold_fd made while the application still has a
+ * descriptor of sk (else the last reference's put closes it). */
+void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made);
 /* Whether one of the application's descriptors still refers to sk (hint
  * first); the duplicate held for calls in progress does not count. */
 bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
