@@ -582,6 +582,24 @@ moved:
 			tx_unlock(sk, fd, flushing);
 			goto moved;
 		}
+		/* Another thread of ours is moving it (tcp.c usmc_conn_to_tcp:
+		 * a fork's walk, MSG_OOB): its cut was taken under this lock,
+		 * and what went into the ring now nobody would send, nor the
+		 * peer read (a fork per connection lost a request so).  Ours
+		 * follow its bytes on TCP once it is done. */
+		if (unlikely(sk_flag(sk, SKF_MOVING))) {
+			if (done)
+				break;
+			tx_unlock(sk, fd, flushing);
+			/* Not blocking: the move may wait for TCP room. */
+			if (nonblock) {
+				if (usmc_family_trylock(&sk->sh->move_lock))
+					return -EAGAIN;
+				usmc_family_unlock(&sk->sh->move_lock);
+			}
+			usmc_move_wait(sk, fd);
+			goto moved;
+		}
 
 		rc = tx_state(sk, !done);
 		if (rc) {

@@ -11,6 +11,13 @@
  * checked: a byte lost, duplicated or reordered by the double move shows as
  * a wrong byte or a read that never completes (alarm).
  *
+ *   writer_while_moving  one thread writes a stream while another moves the
+ *                      connection to TCP (O_ASYNC): a write that took the
+ *                      ring after the move's cut went into the ring, which
+ *                      nobody sent or read any more, and both ends waited
+ *                      for each other (a fork per connection, whose walk
+ *                      moves connections on the copy device, lost a
+ *                      request so: t_inherit fork_churn).
  *   shut_while_moving  a client writes 1 MB into its ring, proposed; the
  *                      server (another process) declines, and its socket
  *                      takes little at once; the client sees the decline,
@@ -49,6 +56,8 @@
  *                      the stream and then ECONNRESET, never a clean EOF.
  */
 #include "t_util.h"
+
+#include <pthread.h>
 
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -571,6 +580,49 @@ static void idle_peer(bool leave_by_exit)
 	t_tcp_conns = -1;
 }
 
+#define WRITER_ROUNDS	40
+#define WRITER_BYTES	(256u << 10)
+#define WRITER_PIECE	16	/* small writes: one is always near */
+
+struct pat_writer {
+	int fd;
+	uint32_t id;
+};
+
+static void *pat_writer_main(void *p)
+{
+	struct pat_writer *w = p;
+	char buf[WRITER_PIECE];
+	size_t off;
+
+	for (off = 0; off < WRITER_BYTES; off += sizeof(buf)) {
+		t_pat_fill(w->id, off, buf, sizeof(buf));
+		t_write_all(w->fd, buf, sizeof(buf));
+	}
+	return NULL;
+}
+
+static void check_writer_while_moving(void)
+{
+	struct pat_writer w;
+	pthread_t t;
+	int c, s, i;
+
+	for (i = 0; i < WRITER_ROUNDS; i++) {
+		t_pair_smc(&c, &s);
+		w = (struct pat_writer){ c, (uint32_t)(40 + i) };
+		t_assert(!pthread_create(&t, NULL, pat_writer_main, &w));
+		usleep((useconds_t)(i * 50));	/* the move lands at another write each round */
+		t_ok(fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_ASYNC));
+		t_recv_pat(s, w.id, WRITER_BYTES);
+		t_assert(!pthread_join(t, NULL));
+		close(c);
+		t_expect_eof(s);
+		close(s);
+	}
+	t_tcp_conns = -1;
+}
+
 static void check_idle_close(void)
 {
 	idle_peer(false);
@@ -584,6 +636,7 @@ static void check_idle_exit(void)
 static const struct t_check checks[] = {
 	{ "both_leave", check_both_leave },
 	{ "one_leaves", check_one_leaves },
+	{ "writer_while_moving", check_writer_while_moving },
 	{ "shut_while_moving", check_shut_while_moving },
 	{ "send_after_decline", check_send_after_decline },
 	{ "fionread_declined", check_fionread_declined },
