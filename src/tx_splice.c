@@ -70,6 +70,14 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			usmc_tx_unlock(sk, fd);
 			return usmc_tx_moved(sk, fd, nonblock, 0);
 		}
+		/* Another thread of ours is moving it (tx.c). */
+		if (unlikely(sk_flag(sk, SKF_MOVING))) {
+			if (done)
+				break;
+			usmc_tx_unlock(sk, fd);
+			rc = usmc_tx_move_wait(sk, fd, nonblock);
+			return rc ? rc : usmc_tx_moved(sk, fd, nonblock, 0);
+		}
 		rc = usmc_tx_state(sk, !done);
 		if (rc == 1) {
 			/* The peer closed: as TCP's first send after that, what
