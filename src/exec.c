@@ -147,6 +147,17 @@ static void put_addr(struct exec_ctx *c, const struct usmc_addr *a)
 	c->len += (size_t)snprintf(c->buf + c->len, INHERIT_MAX - c->len, ":%u", a->port);
 }
 
+/* Exec of a plain program, or a spawn while other threads run: moved
+ * through the descriptor held for it (another thread may close fd and
+ * reuse the number meanwhile, handover.c). */
+static void leave_held(struct usmc_sock *sk, int d, void *arg)
+{
+	const struct exec_ctx *c = arg;
+
+	usmc_conn_leave(sk, d, c->spawn ? USMC_R_SPAWN : USMC_R_EXEC_PLAIN);
+	usmc_tcp_take_owed(sk, d);	/* it would read a CLC message */
+}
+
 static void collect(int fd, struct usmc_sock *sk, void *arg)
 {
 	struct exec_ctx *c = arg;
@@ -162,10 +173,9 @@ static void collect(int fd, struct usmc_sock *sk, void *arg)
 	if (c->plain) {
 		/* The new program will not have libusmc: its connections
 		 * continue on TCP, every byte in order (migrate.c). */
-		if (sk->kind == SK_CONN) {
-			usmc_conn_leave(sk, fd, c->spawn ? USMC_R_SPAWN : USMC_R_EXEC_PLAIN);
-			usmc_tcp_take_owed(sk, fd);	/* it would read a CLC message */
-		} else if (sk->kind == SK_LISTEN)
+		if (sk->kind == SK_CONN)
+			usmc_fd_with_held(fd, leave_held, c);
+		else if (sk->kind == SK_LISTEN)
 			usmc_handover_listener(sk);
 		else
 			usmc_handover_bound(sk, fd);

@@ -253,6 +253,24 @@ void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made)
 		usmc_ifd_close(own);
 }
 
+void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg), void *arg)
+{
+	struct usmc_sock *sk = usmc_fd_get(fd);
+	bool made;
+	int own;
+
+	if (!sk)
+		return;
+	own = usmc_sock_hold_fd(sk, fd, &made);
+	if (own >= 0) {
+		fn(sk, own, arg);
+		usmc_sock_unhold_fd(sk, fd, own, made);
+	} else if (usmc_fd_peek(fd) == sk) {
+		fn(sk, fd, arg);	/* out of descriptors */
+	}
+	usmc_sock_put(sk);
+}
+
 static unsigned int fork_gen;
 static pthread_t fork_owner;	/* thread holding fdtab_lock across fork() */
 static bool fork_locked;

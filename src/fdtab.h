@@ -87,6 +87,11 @@ int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made);
 /* Close what usmc_sock_hold_fd made while the application still has a
  * descriptor of sk (else the last reference's put closes it). */
 void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made);
+/* fn(sk, d, arg) for fd's socket, with a reference, d its held descriptor
+ * (fd itself if none could be made and fd is still sk's): for walks over
+ * every descriptor while other threads run.  Nothing if fd is no tracked
+ * socket (any more). */
+void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg), void *arg);
 /* Whether one of the application's descriptors still refers to sk (hint
  * first); the duplicate held for calls in progress does not count. */
 bool usmc_sock_app_open(struct usmc_sock *sk, int hint);

@@ -399,26 +399,20 @@ struct unshare_walk {
  * descriptor of our own (a poll of the reused number saw an unconnected
  * socket hang up, and our reset of "this" connection disconnected the
  * other thread's new one: t_inherit fork_churn). */
+static void unshare_held(struct usmc_sock *sk, int d, void *arg)
+{
+	const struct unshare_walk *w = arg;
+
+	usmc_conn_unshare(sk, d, w->need);
+}
+
 static void unshare_one(int fd, struct usmc_sock *seen __unused, void *arg)
 {
 	const struct unshare_walk *w = arg;
-	struct usmc_sock *sk;
-	bool made;
-	int own;
 
 	if (w->inherited && (sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		return;
-	sk = usmc_fd_get(fd);
-	if (!sk)
-		return;
-	own = usmc_sock_hold_fd(sk, fd, &made);
-	if (own >= 0) {
-		usmc_conn_unshare(sk, own, w->need);
-		usmc_sock_unhold_fd(sk, fd, own, made);
-	} else if (usmc_fd_peek(fd) == sk) {
-		usmc_conn_unshare(sk, fd, w->need);	/* out of descriptors */
-	}
-	usmc_sock_put(sk);
+	usmc_fd_with_held(fd, unshare_held, arg);
 }
 
 void usmc_conns_unshare(uint32_t need, bool inherited)
