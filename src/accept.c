@@ -168,6 +168,26 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
 	return (gone || closed) && queued;
 }
 
+/* The client's PROPOSAL message on fd, looked for until deadline (in the
+ * past: one look): 0 with *m, -ETIMEDOUT, or usmc_clc_msg_take()'s error
+ * (bytes that are no such message, EOF, a reset). */
+static int proposal_take(int fd, uint64_t deadline, struct usmc_clc_msg *m)
+{
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int rc = usmc_clc_msg_take(fd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), m);
+
+		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR)
+			return rc;
+		if (usmc_now_ns() >= deadline)
+			return -ETIMEDOUT;
+		if (rc == -EINPROGRESS)
+			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
+		else
+			sys_poll(&pf, 1, (int)usmc_ms_left(deadline));
+	}
+}
+
 /*
  * The body of an in-band proposal (clc_inband.h): its client sends it on
  * TCP right after the proposal landed in the index, so once the entry says
@@ -184,50 +204,35 @@ static int server_decline(struct usmc_clc_ln *ln, int fd, const struct usmc_clc_
  */
 static int inband_body(int fd, struct usmc_clc_prop *p, int how)
 {
-	uint64_t deadline = 0, now;
+	uint64_t wait = how == CLC_PEEK ? 0 : how == CLC_DECIDE ? CLC_DECIDE_WAIT_NS :
+				 CLC_INBAND_ACCEPT_WAIT_NS;
 	struct usmc_clc_msg m;
 	int rc;
 
 	if (!p->inband)
 		return 0;
-	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-
-		rc = usmc_clc_msg_take(fd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), &m);
-		if (!rc) {
-			STAT_INC(clc_msgs_rx);
-			STAT_INC(clc_inband_rx);
-			*p = m.p;		/* taken: nothing more is owed */
-			p->inband = true;
-			return 0;
-		}
-		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR) {
-			/* No proposal, and bytes that are the program's (a
-			 * broken or hostile client), or its end before it. */
-			if (rc == -EPROTO)
-				STAT_INC(handshake_errors);
-			p->inband_fail = rc == -EPROTO ? USMC_R_INTERNAL : USMC_R_PEER_GONE;
-			p->wake = false;
-			return 0;
-		}
-		if (how == CLC_PEEK)
-			return USMC_CLC_PENDING;
-		now = usmc_now_ns();
-		if (!deadline)
-			deadline = now + (how == CLC_DECIDE ? CLC_DECIDE_WAIT_NS :
-					  CLC_INBAND_ACCEPT_WAIT_NS);
-		if (now >= deadline) {
-			if (how != CLC_DECIDE)
-				return USMC_CLC_PENDING;
-			p->inband_fail = USMC_R_SERVER_TCP;
-			p->wake = true;		/* owed: skipped when it comes */
-			return 0;
-		}
-		if (rc == -EINPROGRESS)
-			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
-		else
-			sys_poll(&pf, 1, (int)usmc_ms_left(deadline));
+	rc = proposal_take(fd, usmc_now_ns() + wait, &m);
+	if (!rc) {
+		STAT_INC(clc_msgs_rx);
+		STAT_INC(clc_inband_rx);
+		*p = m.p;		/* taken: nothing more is owed */
+		p->inband = true;
+		return 0;
 	}
+	if (rc == -ETIMEDOUT) {
+		if (how != CLC_DECIDE)
+			return USMC_CLC_PENDING;
+		p->inband_fail = USMC_R_SERVER_TCP;
+		p->wake = true;		/* owed: skipped when it comes */
+		return 0;
+	}
+	/* No proposal, and bytes that are the program's (a broken or
+	 * hostile client), or its end before it. */
+	if (rc == -EPROTO)
+		STAT_INC(handshake_errors);
+	p->inband_fail = rc == -EPROTO ? USMC_R_INTERNAL : USMC_R_PEER_GONE;
+	p->wake = false;
+	return 0;
 }
 
 /* The proposal for sk's connection, its body too when it travels on TCP
@@ -299,7 +304,6 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 	struct usmc_clc_prop prop;
 	struct usmc_clc_msg m;
 	struct usmc_addr peer;
-	uint64_t deadline;
 
 	usmc_stats_attach();
 	STAT_INC(tcp_conns);
@@ -310,20 +314,7 @@ static void server_untracked(struct usmc_sock *lsk, int nfd, const struct sockad
 		return;
 	if (server_decline(lsk->lst, nfd, &prop, USMC_R_MEM) < 0 || !prop.wake)
 		return;
-	deadline = usmc_now_ns() + CLC_DECIDE_WAIT_NS;
-	for (;;) {
-		struct pollfd p = { .fd = nfd, .events = POLLIN };
-		int rc = usmc_clc_msg_take(nfd, CLC_MSG_BIT(USMC_CLC_MSG_PROPOSAL), &m);
-
-		if (rc != -EAGAIN && rc != -EINPROGRESS && rc != -EINTR)
-			return;
-		if (usmc_now_ns() >= deadline)
-			return;
-		if (rc == -EINPROGRESS)
-			sys_poll(NULL, 0, 1);	/* the rest is a segment behind */
-		else
-			sys_poll(&p, 1, (int)usmc_ms_left(deadline));
-	}
+	(void)proposal_take(nfd, usmc_now_ns() + CLC_DECIDE_WAIT_NS, &m);
 }
 
 int usmc_sock_accept(struct usmc_sock *lsk, int lfd, struct sockaddr *sa, socklen_t *salen,

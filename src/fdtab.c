@@ -223,7 +223,8 @@ bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
 	return app_fd(sk, hint) >= 0;
 }
 
-int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made)
+/* sk->held_fd, made from fd if there is none (*made); -1: none. */
+static int hold_fd(struct usmc_sock *sk, int fd, bool *made)
 {
 	int own = LOAD_RELAXED(&sk->held_fd), none = -1;
 
@@ -247,7 +248,9 @@ int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made)
 	return none;
 }
 
-void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made)
+/* What hold_fd made goes while the application still has a descriptor
+ * of sk (else the last reference's put closes it). */
+static void unhold_fd(struct usmc_sock *sk, int fd, int own, bool made)
 {
 	if (made && app_fd(sk, fd) >= 0 && atomic_compare_exchange_strong(&sk->held_fd, &own, -1))
 		usmc_ifd_close(own);
@@ -261,10 +264,10 @@ void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg
 
 	if (!sk)
 		return;
-	own = usmc_sock_hold_fd(sk, fd, &made);
+	own = hold_fd(sk, fd, &made);
 	if (own >= 0) {
 		fn(sk, own, arg);
-		usmc_sock_unhold_fd(sk, fd, own, made);
+		unhold_fd(sk, fd, own, made);
 	} else if (usmc_fd_peek(fd) == sk) {
 		fn(sk, fd, arg);	/* out of descriptors */
 	}

@@ -75,22 +75,12 @@ void usmc_fd_dup(int oldfd, int newfd);
 void usmc_fd_foreach(void (*fn)(int fd, struct usmc_sock *sk, void *arg), void *arg);
 /* A descriptor that still refers to sk: hint if it does, else any, or -1. */
 int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
-/*
- * A descriptor of ours for sk's file (the caller holds sk, fd was its):
- * sk->held_fd, the one a close leaves for calls in progress, made from fd
- * now if there is none (*made).  It stays sk's while the program's other
- * threads close fd and reuse its number, so a walk over every descriptor
- * (a fork's) works on it.  -1: none could be had.  Give it back with
- * usmc_sock_unhold_fd().
- */
-int usmc_sock_hold_fd(struct usmc_sock *sk, int fd, bool *made);
-/* Close what usmc_sock_hold_fd made while the application still has a
- * descriptor of sk (else the last reference's put closes it). */
-void usmc_sock_unhold_fd(struct usmc_sock *sk, int fd, int own, bool made);
-/* fn(sk, d, arg) for fd's socket, with a reference, d its held descriptor
- * (fd itself if none could be made and fd is still sk's): for walks over
- * every descriptor while other threads run.  Nothing if fd is no tracked
- * socket (any more). */
+/* fn(sk, d, arg) for fd's socket, with a reference, d the descriptor it
+ * keeps for calls in progress (sk->held_fd, made from fd if there is
+ * none; fd itself if none could be made and fd is still sk's): it stays
+ * sk's while the program's other threads close fd and reuse its number,
+ * so a walk over every descriptor (a fork's, an exec's) works on it.
+ * Nothing if fd is no tracked socket (any more). */
 void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg), void *arg);
 /* Whether one of the application's descriptors still refers to sk (hint
  * first); the duplicate held for calls in progress does not count. */

@@ -248,14 +248,18 @@ bool usmc_move_orphaned(struct usmc_sock *sk)
 
 /* Until the move another thread or process of ours claimed is under way
  * (MIGRATING) or done: the claimer holds move_lock until then. */
-void usmc_move_wait(struct usmc_sock *sk, int fd)
+int usmc_move_wait(struct usmc_sock *sk, int fd, bool nonblock)
 {
-	if (usmc_family_lock(&sk->sh->move_lock))
-		return;		/* a handler interrupted the claimer: it goes on */
+	if (nonblock ? usmc_family_trylock(&sk->sh->move_lock) :
+		       usmc_family_lock(&sk->sh->move_lock))
+		/* Not blocking: still moving.  Blocking: a handler
+		 * interrupted the claimer, and it goes on. */
+		return nonblock ? -EAGAIN : 0;
 	if (usmc_move_orphaned(sk)) {
 		usmc_family_unlock(&sk->sh->move_lock);
 		usmc_move_take_over(sk, fd);
-		return;
+		return 0;
 	}
 	usmc_family_unlock(&sk->sh->move_lock);
+	return 0;
 }

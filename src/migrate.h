@@ -22,8 +22,9 @@ int usmc_migrate_skip_dup(struct usmc_sock *sk, int fd, bool nonblock);
 /* A move claimed by another thread or process of ours (SKF_MOVING, under
  * move_lock): wait until it is under way or done; one whose claimer died
  * mid-move (usmc_move_orphaned) is reset and goes on as TCP
- * (usmc_move_take_over). */
-void usmc_move_wait(struct usmc_sock *sk, int fd);
+ * (usmc_move_take_over).  0, or -EAGAIN when nonblock and the move is
+ * still in progress (it may wait for TCP room). */
+int usmc_move_wait(struct usmc_sock *sk, int fd, bool nonblock);
 bool usmc_move_orphaned(struct usmc_sock *sk);
 void usmc_move_take_over(struct usmc_sock *sk, int fd);
 /* Reset the connection, TCP under it included, for every holder and the

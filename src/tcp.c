@@ -548,7 +548,7 @@ int usmc_conn_to_tcp(struct usmc_sock *sk, int fd, int reason)
 			usmc_family_unlock(&sk->sh->move_lock);
 		usmc_family_unlock(&sk->sh->rx_lock);
 		usmc_family_unlock(&sk->sh->tx_lock);
-		usmc_move_wait(sk, fd);
+		usmc_move_wait(sk, fd, false);
 		return 0;
 	}
 	/* After our last prod and our last cons: release pairs with the

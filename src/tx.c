@@ -591,7 +591,7 @@ moved:
 			if (done)
 				break;
 			tx_unlock(sk, fd, flushing);
-			rc = usmc_tx_move_wait(sk, fd, nonblock);
+			rc = usmc_move_wait(sk, fd, nonblock);
 			if (rc)
 				return rc;
 			goto moved;
@@ -700,18 +700,6 @@ moved:
 bool usmc_tx_held(const struct usmc_sock_sh *sh)
 {
 	return unlikely(tx_depth) && tx_is_held(sh);
-}
-
-int usmc_tx_move_wait(struct usmc_sock *sk, int fd, bool nonblock)
-{
-	/* Not blocking: the move may wait for TCP room. */
-	if (nonblock) {
-		if (usmc_family_trylock(&sk->sh->move_lock))
-			return -EAGAIN;
-		usmc_family_unlock(&sk->sh->move_lock);
-	}
-	usmc_move_wait(sk, fd);
-	return 0;
 }
 
 int usmc_tx_lock(struct usmc_sock *sk)

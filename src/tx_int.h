@@ -95,10 +95,6 @@ void usmc_tx_unlock(struct usmc_sock *sk, int fd);
 /* Errors a send reports before writing, as TCP: 0, -errno, or 1 (the peer
  * is gone: this send is its last, tx.c). */
 int usmc_tx_state(struct usmc_sock *sk, bool take);
-/* SKF_MOVING seen under tx_lock (dropped since): another thread of ours
- * is moving the connection, its cut taken; until it is done (0), or
- * -EAGAIN for a sender that must not block. */
-int usmc_tx_move_wait(struct usmc_sock *sk, int fd, bool nonblock);
 /* Left shared memory: the ring's bytes first, then USMC_PASS.  No lock. */
 ssize_t usmc_tx_moved(struct usmc_sock *sk, int fd, bool nonblock, int flags);
 /* EPIPE raises SIGPIPE unless MSG_NOSIGNAL, as the kernel's send. */

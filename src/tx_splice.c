@@ -7,6 +7,7 @@
 #include "accept.h"
 #include "af_usmc.h"
 #include "conn.h"
+#include "migrate.h"
 #include "sigrestart.h"
 #include "sock.h"
 #include "sys.h"
@@ -75,7 +76,7 @@ ssize_t usmc_tx_from_fd(struct usmc_sock *sk, int fd, int in_fd, off_t *off, siz
 			if (done)
 				break;
 			usmc_tx_unlock(sk, fd);
-			rc = usmc_tx_move_wait(sk, fd, nonblock);
+			rc = usmc_move_wait(sk, fd, nonblock);
 			return rc ? rc : usmc_tx_moved(sk, fd, nonblock, 0);
 		}
 		rc = usmc_tx_state(sk, !done);
