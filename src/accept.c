@@ -45,14 +45,17 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 	struct usmc_cdc_ctrl *c;
 	struct usmc_addr srv;
 	struct usmc_lgr *l;
-	int reason, rc;
+	int reason, rc, app;
 
 	/* Our controls declined after the client proposed: decline it. */
 	reason = usmc_clc_ln_off_reason(sk->ln);
 	if (reason)
 		return reason;
+	/* What depends on the program's number: a fork or exec walk settles
+	 * through usmc's own duplicate (fdtab.c held_fd), high up. */
+	app = usmc_ifd_is(fd) ? usmc_sock_app_fd(sk, -1) : fd;
 	/* stdin, stdout or stderr: stdio writes past us (stdstream.c). */
-	if (fd <= STDERR_FILENO)
+	if (app >= 0 && app <= STDERR_FILENO)
 		return USMC_R_STDIO;
 	reason = usmc_clc_prop_check(p, &sk->peer);
 	if (reason)
@@ -66,7 +69,7 @@ static int server_accept(struct usmc_sock *sk, int fd, const struct usmc_clc_pro
 		usmc_dbg(1, "accept fd %d: a proposal the client end did not make", fd);
 		return USMC_R_UNBOUND;
 	}
-	reason = usmc_conn_resources(sk, fd);
+	reason = usmc_conn_resources(sk, app);
 	if (reason)
 		return reason;
 	/* Under an address-space limit: clients size link groups for us. */

@@ -304,8 +304,9 @@ int usmc_conn_resources(const struct usmc_sock *sk, int fd)
 		return USMC_R_MEM;
 	if (usmc_fault(USMC_FAULT_FDS))
 		return USMC_R_LIMIT;
-	/* A cached limit may be stale: only the fresh one refuses. */
-	if ((long)fd + USMC_CONN_FDS >= usmc_ifd_base(false) &&
+	/* A cached limit may be stale: only the fresh one refuses.  fd < 0:
+	 * the program holds it by no number (only a call in progress). */
+	if (fd >= 0 && (long)fd + USMC_CONN_FDS >= usmc_ifd_base(false) &&
 	    (long)fd + USMC_CONN_FDS >= usmc_ifd_base(true))
 		return USMC_R_LIMIT;
 	return 0;

@@ -223,6 +223,11 @@ bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
 	return app_fd(sk, hint) >= 0;
 }
 
+int usmc_sock_app_fd(struct usmc_sock *sk, int hint)
+{
+	return app_fd(sk, hint);
+}
+
 /* sk->held_fd, made from fd if there is none (*made); -1: none. */
 static int hold_fd(struct usmc_sock *sk, int fd, bool *made)
 {
@@ -231,10 +236,9 @@ static int hold_fd(struct usmc_sock *sk, int fd, bool *made)
 	*made = false;
 	if (own >= 0)
 		return own;
-	own = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	own = usmc_ifd_dup(fd);
 	if (own < 0)
 		return -1;
-	usmc_ifd_mark(own);
 	/* Still sk's after the dup: the dup is its file. */
 	if (usmc_fd_peek(fd) != sk) {
 		usmc_ifd_close(own);

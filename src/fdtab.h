@@ -85,6 +85,10 @@ void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg
 /* Whether one of the application's descriptors still refers to sk (hint
  * first); the duplicate held for calls in progress does not count. */
 bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
+/* The program's number for sk (hint first), -1 if it has none: a walk
+ * (fork, exec) works through sk->held_fd, usmc's own number, and what
+ * depends on the program's number asks here. */
+int usmc_sock_app_fd(struct usmc_sock *sk, int hint);
 /* No call of this process holds a socket of the table that may have had
  * doorbells (every reference is a table entry; mine: one more, the
  * caller's own).  Caller: a full fence after its stores callers must see. */

@@ -117,6 +117,18 @@ long usmc_ifd_base(bool fresh)
 	return MIN(IFD_HIGH_MAX, lim - MIN(lim / 2, MAX(IFD_RESERVE_MIN, lim / 16)));
 }
 
+int usmc_ifd_dup(int fd)
+{
+	long base = usmc_ifd_base(false);
+	int nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
+
+	if (nfd == -EINVAL || nfd == -EMFILE)
+		nfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd >= 0)
+		usmc_ifd_mark(nfd);
+	return nfd;
+}
+
 int usmc_ifd_move_high(int fd, bool required)
 {
 	bool fresh = false;

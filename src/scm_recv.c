@@ -89,12 +89,10 @@ static void drop_fd(int fd)
 /* A duplicate of an extra for us to keep, out of the program's numbers. */
 static int keep_dup(int fd)
 {
-	int d = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int d = usmc_ifd_dup(fd);
 
 	if (d < 0)
 		return -1;
-	usmc_ifd_mark(d);
-	d = usmc_ifd_move_high(d, false);
 	usmc_ifd_unmark(d);	/* marked again by whoever keeps it */
 	return d;
 }

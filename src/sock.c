@@ -191,10 +191,9 @@ void usmc_sock_put_closing(struct usmc_sock *sk, int fd)
 	 * keep the TCP socket alive past this close, as the kernel does. */
 	if (fd >= 0 && sk->kind == SK_CONN && LOAD_ACQUIRE(&sk->ref) > 1 &&
 	    LOAD_RELAXED(&sk->held_fd) < 0) {
-		int dup = sys_fcntl(fd, F_DUPFD_CLOEXEC, 0), none = -1;
+		int dup = usmc_ifd_dup(fd), none = -1;
 
 		if (dup >= 0) {
-			usmc_ifd_mark(dup);
 			if (!atomic_compare_exchange_strong(&sk->held_fd, &none, dup))
 				usmc_ifd_close(dup);
 		}

@@ -154,6 +154,11 @@ bool usmc_ifd_is(int fd);
  * ifd.c); returns the descriptor to use from now on, or (required only)
  * -EMFILE with fd closed. */
 int usmc_ifd_move_high(int fd, bool required);
+/* A close-on-exec duplicate of fd for usmc to keep, marked internal, out of
+ * the application's numbering (a number below would be one the program's
+ * next open() or socket() expects to get), or, with none free up there,
+ * the lowest free one; -errno if none at all. */
+int usmc_ifd_dup(int fd);
 /* RLIMIT_NOFILE's soft limit (LONG_MAX: none): cached for up to a second,
  * or read now (fresh). */
 long usmc_nofile_limit(bool fresh);

@@ -384,6 +384,79 @@ static void close_wakes_reader_s(struct ctx *c)
 	say(c, "close=%s", RV(close(c->fd)));
 }
 
+/*
+ * A descriptor closed while another thread reads from it: the kernel keeps
+ * the socket for that read, which still returns what arrives, but the
+ * number is free at once, and the program's next open() gets the lowest
+ * free one, as always (usmc's own duplicate for the call in progress
+ * stays out of the program's numbers).
+ */
+struct close_in_call {
+	int fd;
+	_Atomic pid_t tid;
+	long n;
+	char buf[8];
+};
+
+static void *close_in_call_read(void *arg)
+{
+	struct close_in_call *r = arg;
+
+	atomic_store(&r->tid, gettid());
+	r->n = read(r->fd, r->buf, sizeof(r->buf));
+	return NULL;
+}
+
+/* Whether thread tid sleeps (in the read, or in usmc's wait under it). */
+static bool thread_sleeps(pid_t tid)
+{
+	char path[64], st[256];
+	const char *p;
+	FILE *f;
+	bool s = false;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fgets(st, sizeof(st), f) && (p = strrchr(st, ')')))
+		s = p[1] == ' ' && p[2] == 'S';
+	fclose(f);
+	return s;
+}
+
+static void close_in_call_c(struct ctx *c)
+{
+	struct close_in_call r = { .fd = c->fd };
+	int in = dup(0), hole = 0, got, i;
+	pthread_t th;
+
+	close(hole);		/* a free number below the connection's */
+	if (pthread_create(&th, NULL, close_in_call_read, &r))
+		t_fail("pthread_create");
+	for (i = 0; i < 3000 && !(atomic_load(&r.tid) && thread_sleeps(atomic_load(&r.tid))); i++)
+		t_msleep(1);
+	t_msleep(SETTLE_MS);
+	say(c, "close=%s", RV(close(c->fd)));
+	got = open("/dev/null", O_RDONLY);
+	say(c, "open then took the lowest free number: %s", got == hole ? "yes" : "no");
+	/* What the kernel does, in both runs (USMC_DISABLE=1 interposes too). */
+	if (got != hole)
+		t_fail("open() took %d, not the lowest free number %d", got, hole);
+	t_sync_post(c->sync);
+	pthread_join(th, NULL);
+	say(c, "blocked read=%s %s", RVN(r.n), shown(r.buf, r.n));
+	close(got);
+	dup2(in, 0);
+	close(in);
+}
+
+static void close_in_call_s(struct ctx *c)
+{
+	t_sync_wait(c->sync);
+	say(c, "write=%s", RV(write(c->fd, "late", 4)));
+}
+
 /* Write after the peer closed: first write "succeeds", then EPIPE + SIGPIPE. */
 static void write_after_close_c(struct ctx *c)
 {

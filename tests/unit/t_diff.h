@@ -134,7 +134,7 @@ static int t_diff_main(int argc, char **argv, int n, const char *(*name_of)(int)
 
 		for (j = 1; j < argc; j++)
 			want |= !strcmp(argv[j], name_of(i));
-		if (!want)
+		if (!want || t_check_skipped(name_of(i)))
 			continue;
 		ran++;
 		if (!run(i)) {

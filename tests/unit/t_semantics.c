@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/uio.h>
 
 #define SETTLE_MS	30
@@ -224,6 +225,7 @@ static const struct scenario scenarios[] = {
 	{ "rdhup_data", rdhup_data_s, rdhup_data_c, 0, 2 },
 	{ "read_after_close", read_after_close_s, read_after_close_c, 0, 2 },
 	{ "close_wakes_reader", close_wakes_reader_s, close_wakes_reader_c, 0, 2 },
+	{ "close_in_call", close_in_call_s, close_in_call_c, 0, 2 },
 	{ "write_after_close", write_after_close_s, write_after_close_c, 0, 2 },
 	{ "big_write_after_close", write_after_close_s, big_write_after_close_c, 0, 2 },
 	{ "write_gone_state", write_after_close_s, write_gone_state_c, 0, 2 },
