@@ -220,7 +220,7 @@ void usmc_sock_buf_inherit(struct usmc_sock *sk, const struct usmc_sock *lsk)
 }
 
 /* Point the connection at its slot: our lines, the peer's lines, rings. */
-#define TX_FIRST_RESERVE	4096u	/* a page: idle connections cost little (tx.c grows it) */
+#define TX_FIRST_RESERVE	USMC_DMB_FLOOR	/* a page: idle connections cost little (tx.c grows it) */
 
 int usmc_conn_bind_slot(struct usmc_sock *sk, struct usmc_lgr *l, uint32_t slot, uint32_t gen,
 			bool fresh)

@@ -61,6 +61,9 @@ enum usmc_dev_id {
 #define USMC_DEV_F_EXEC		0x4u
 #define USMC_DEV_F_CLC_INDEX	0x8u
 
+/* What of a slot's ring dir the core never gives back (dmb_release). */
+#define USMC_DMB_FLOOR		4096u
+
 struct usmc_dev_ops {
 	const char *name;
 	uint8_t id;				/* enum usmc_dev_id, carried in CLC */
@@ -89,7 +92,9 @@ struct usmc_dev_ops {
 	int (*dmb_reserve)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			   uint32_t len);
 	/* Optional: give that memory back (the sender's, under its tx_lock,
-	 * with nothing unread there): 0 or -errno. */
+	 * with nothing unread there): 0 or -errno.  Never below
+	 * USMC_DMB_FLOOR: a ring's first bytes stay backed while its link
+	 * group lives, so a reserve there needs asking only once. */
 	int (*dmb_release)(struct usmc_lgr *lgr, uint32_t slot, int dir, uint32_t off,
 			   uint32_t len);
 	/* Devices without USMC_DEV_F_MAPPED: len bytes at offset off of the

@@ -360,10 +360,15 @@ int usmc_lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off
 
 	if (usmc_fault(USMC_FAULT_RESERVE))
 		return -ENOSPC;
-	/* Always asked of the kernel, also where an earlier user of the
-	 * slot backed it: another process of ours (a fork, an adopter) may
-	 * have given it back since (usmc_lo_dmb_release).  Pages still there
-	 * cost a lookup each. */
+	/* Below USMC_DMB_FLOOR nobody of ours gives memory back
+	 * (usmc_lo_dmb_release): what this process backed there once stays
+	 * backed while the link group lives (a connection's first page, on a
+	 * slot reused by one short connection after another).  Above it,
+	 * always asked of the kernel: another process of ours (a fork, an
+	 * adopter) may have given it back since; pages still there cost a
+	 * lookup each. */
+	if (backed && off + len <= USMC_DMB_FLOOR && *backed >= off + len)
+		return 0;
 	if (fallocate(l->mem_fd, 0, base + off, len))
 		return -errno;
 	if (backed && off <= *backed && off + len > *backed)
@@ -372,12 +377,14 @@ int usmc_lo_dmb_reserve(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off
 }
 
 /* Give len bytes at offset off of a slot's ring dir back to the tmpfs; a
- * later access finds zeroes (the file keeps its size: no SIGBUS).  The
- * bells[].backed mark stays: reserve no longer trusts it, and lgr.c only
- * asks whether it is set. */
+ * later access finds zeroes (the file keeps its size: no SIGBUS).  Never
+ * below USMC_DMB_FLOOR.  The bells[].backed mark stays: reserve trusts it
+ * only below the floor, and lgr.c only asks whether it is set. */
 int usmc_lo_dmb_release(struct usmc_lgr *l, uint32_t slot, int dir, uint32_t off,
 			  uint32_t len)
 {
+	if (off < USMC_DMB_FLOOR)
+		return -EINVAL;
 	if (fallocate(l->mem_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      lo_ring_base(l, slot, dir) + off, len))
 		return -errno;

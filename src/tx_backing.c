@@ -26,7 +26,7 @@
 #include <signal.h>
 
 #define TX_RESERVE_CHUNK	(256u << 10)
-#define TX_RESERVE_MIN		4096u
+#define TX_RESERVE_MIN		USMC_DMB_FLOOR	/* never given back (dev.h) */
 /* Give back only what is worth two system calls and a fault per page to
  * get again: at least this much, and at least half of what is backed. */
 #define TX_IDLE_MIN		(64u << 10)
