@@ -210,6 +210,7 @@ static size_t drain_pat(int fd, uint32_t id, size_t bufsz)
 
 /* The scenario functions live in two topic headers (this file only). */
 #include "semantics_io.h"
+#include "semantics_close.h"
 #include "semantics_conn.h"
 #include "semantics_opts.h"
 
