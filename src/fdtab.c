@@ -218,11 +218,6 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint)
 	return fd >= 0 ? fd : LOAD_RELAXED(&sk->held_fd);
 }
 
-bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
-{
-	return app_fd(sk, hint) >= 0;
-}
-
 int usmc_sock_app_fd(struct usmc_sock *sk, int hint)
 {
 	return app_fd(sk, hint);

@@ -82,13 +82,16 @@ int usmc_sock_live_fd(struct usmc_sock *sk, int hint);
  * so a walk over every descriptor (a fork's, an exec's) works on it.
  * Nothing if fd is no tracked socket (any more). */
 void usmc_fd_with_held(int fd, void (*fn)(struct usmc_sock *sk, int d, void *arg), void *arg);
-/* Whether one of the application's descriptors still refers to sk (hint
- * first); the duplicate held for calls in progress does not count. */
-bool usmc_sock_app_open(struct usmc_sock *sk, int hint);
 /* The program's number for sk (hint first), -1 if it has none: a walk
  * (fork, exec) works through sk->held_fd, usmc's own number, and what
  * depends on the program's number asks here. */
 int usmc_sock_app_fd(struct usmc_sock *sk, int hint);
+/* Whether one of the application's descriptors still refers to sk (hint
+ * first); the duplicate held for calls in progress does not count. */
+static inline bool usmc_sock_app_open(struct usmc_sock *sk, int hint)
+{
+	return usmc_sock_app_fd(sk, hint) >= 0;
+}
 /* No call of this process holds a socket of the table that may have had
  * doorbells (every reference is a table entry; mine: one more, the
  * caller's own).  Caller: a full fence after its stores callers must see. */

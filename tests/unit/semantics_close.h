@@ -74,35 +74,19 @@ static void *close_in_call_read(void *arg)
 	return NULL;
 }
 
-/* Whether thread tid sleeps (in the read, or in usmc's wait under it). */
-static bool thread_sleeps(pid_t tid)
-{
-	char path[64], st[256];
-	const char *p;
-	FILE *f;
-	bool s = false;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(st, sizeof(st), f) && (p = strrchr(st, ')')))
-		s = p[1] == ' ' && p[2] == 'S';
-	fclose(f);
-	return s;
-}
-
 static void close_in_call_c(struct ctx *c)
 {
 	struct close_in_call r = { .fd = c->fd };
-	int in = dup(0), hole = 0, got, i;
+	int in = dup(0), hole = 0, got;
 	pthread_t th;
 
 	close(hole);		/* a free number below the connection's */
 	if (pthread_create(&th, NULL, close_in_call_read, &r))
 		t_fail("pthread_create");
-	for (i = 0; i < 3000 && !(atomic_load(&r.tid) && thread_sleeps(atomic_load(&r.tid))); i++)
+	while (!atomic_load(&r.tid))
 		t_msleep(1);
+	/* Asleep in the read (or in usmc's wait under it). */
+	t_wait_state(atomic_load(&r.tid), 'S', 3);
 	t_msleep(SETTLE_MS);
 	say(c, "close=%s", RV(close(c->fd)));
 	got = open("/dev/null", O_RDONLY);

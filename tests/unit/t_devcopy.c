@@ -345,39 +345,6 @@ static void check_vfork_exec(void)
 #define REARM_ROUNDS	5
 
 
-/* The process's scheduler state ('S' asleep, 'T' stopped), from /proc. */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	t_assert(f, "%s: %s", path, strerror(errno));
-	p = fgets(buf, sizeof(buf), f);
-	fclose(f);
-	p = p ? strrchr(buf, ')') : NULL;
-	t_assert(p && p[1] == ' ', "%s: %s", path, buf);
-	return p[2];
-}
-
-/* pid (a process, or a thread of ours) in state want, times looks in a
- * row; 20 s at most, and never a zombie. */
-static void wait_state(pid_t pid, char want, int times)
-{
-	uint64_t until = t_now_ms() + 20000;
-	int seen = 0;
-	char st;
-
-	while (seen < times) {
-		st = proc_state(pid);
-		t_assert(st != 'Z' && t_now_ms() < until, "%d: state %c, waited for %c", (int)pid,
-			 st, want);
-		seen = st == want ? seen + 1 : 0;
-		t_msleep(2);
-	}
-}
-
 /* Two connections in one epoll instance; each round: say "about to
  * sleep", then read a byte of the round's value on each.  Then EOF. */
 static pid_t start_epoll_reader(int lfd, int sync)
@@ -438,9 +405,9 @@ static void check_rearm(void)
 		char b = (char)('a' + r);
 
 		t_sync_wait(sv[0]);
-		wait_state(srv, 'S', 3);	/* asleep in epoll_wait, both armed */
+		t_wait_state(srv, 'S', 3);	/* asleep in epoll_wait, both armed */
 		t_assert(!kill(srv, SIGSTOP), "SIGSTOP: %s", strerror(errno));
-		wait_state(srv, 'T', 1);
+		t_wait_state(srv, 'T', 1);
 		for (i = 0; i < 2; i++)
 			t_write_all(c[i], &b, 1);
 		t_assert(!kill(srv, SIGCONT), "SIGCONT: %s", strerror(errno));
@@ -525,7 +492,7 @@ static void check_two_sleepers(void)
 	for (i = 0; i < 2; i++) {
 		while (!atomic_load(&s[i].tid))
 			t_msleep(1);
-		wait_state(atomic_load(&s[i].tid), 'S', 3);
+		t_wait_state(atomic_load(&s[i].tid), 'S', 3);
 	}
 	t_write_all(c[0], "x", 1);
 	t_assert(next_report(rp[0], "first byte") == 0, "the first byte's connection");

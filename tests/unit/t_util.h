@@ -141,6 +141,39 @@ static T_UNUSED uint64_t t_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A process's or a thread's scheduler state ('S' asleep, 'T' stopped), from /proc. */
+static T_UNUSED char t_proc_state(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	t_assert(f, "%s: %s", path, strerror(errno));
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL;
+	t_assert(p && p[1] == ' ', "%s: %s", path, buf);
+	return p[2];
+}
+
+/* pid (a process, or a thread of ours) in state want, times looks in a
+ * row; 20 s at most, and never a zombie. */
+static T_UNUSED void t_wait_state(pid_t pid, char want, int times)
+{
+	uint64_t until = t_now_ms() + 20000;
+	int seen = 0;
+	char st;
+
+	while (seen < times) {
+		st = t_proc_state(pid);
+		t_assert(st != 'Z' && t_now_ms() < until, "%d: state %c, waited for %c", (int)pid,
+			 st, want);
+		seen = st == want ? seen + 1 : 0;
+		t_msleep(2);
+	}
+}
+
 /* ---- randomness and patterns ------------------------------------------ */
 
 static T_UNUSED uint64_t t_rand(uint64_t *s)
